@@ -1,0 +1,26 @@
+# The two commands a user needs: `make demo` and `make test`.
+SHELL := /bin/bash
+# tensorflow-model-optimization needs Keras 2, which tf_keras provides.
+export TF_USE_LEGACY_KERAS := 1
+
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+# Touched only after a successful install, so a second call installs nothing.
+INSTALLED := $(VENV)/.installed
+
+.PHONY: demo test venv clean
+
+venv: $(INSTALLED)
+
+$(INSTALLED): pyproject.toml requirements/lock.txt scripts/setup_venv.sh
+	bash scripts/setup_venv.sh $(VENV)
+	touch $(INSTALLED)
+
+demo: $(INSTALLED)
+	$(PYTHON) -m pipelines.local_runner --dataset taxi
+
+test: $(INSTALLED)
+	$(PYTHON) -m pytest tests
+
+clean:
+	rm -rf runs serving

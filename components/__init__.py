@@ -1,0 +1,8 @@
+"""tfx-distillery components: train a big model and ship a small one."""
+
+import os
+
+# tensorflow-model-optimization needs Keras 2; this must happen before TF loads.
+os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
+
+__all__ = []

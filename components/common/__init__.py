@@ -1,0 +1,1 @@
+"""Pieces shared by every tfx-distillery component and module file."""

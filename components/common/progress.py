@@ -1,0 +1,48 @@
+"""Logs a person can follow: one line as each component starts and ends, with wall time.
+
+No TensorFlow import here, so command lines can log before TensorFlow loads.
+"""
+
+import contextlib
+import logging
+import os
+import sys
+import time
+from typing import Iterator
+
+LOGGER_NAME = 'distillery'
+
+
+def get_logger() -> logging.Logger:
+  """Returns the project logger, with a stdout handler if nobody configured one."""
+  logger = logging.getLogger(LOGGER_NAME)
+  if not logger.handlers:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter('%(asctime)s %(message)s', '%H:%M:%S'))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    # The root logger may print absl's INFO flood; ours stays separate.
+    logger.propagate = False
+  return logger
+
+
+def worker_prefix() -> str:
+  """`[worker i] ` inside a multi-worker process, empty otherwise."""
+  index = os.environ.get('DISTILLERY_WORKER_INDEX')
+  return f'[worker {index}] ' if index is not None else ''
+
+
+@contextlib.contextmanager
+def component_timer(component_name: str) -> Iterator[None]:
+  """Logs one line when a component starts and one when it ends, with wall time."""
+  logger = get_logger()
+  logger.info('%s%s: started', worker_prefix(), component_name)
+  start = time.monotonic()
+  try:
+    yield
+  except BaseException:
+    logger.info('%s%s: FAILED after %.1f s', worker_prefix(), component_name,
+                time.monotonic() - start)
+    raise
+  logger.info('%s%s: finished in %.1f s', worker_prefix(), component_name,
+              time.monotonic() - start)

@@ -1,0 +1,222 @@
+"""The one reading library: every trainer, distiller and optimizer reads through it.
+
+The accelerator sits idle while the CPU reads and parses, so the dataset built
+here overlaps the two: shard files are interleaved in parallel, records are
+batched before one vectorised `parse_example` per batch, parsed batches can be
+cached, and the whole thing ends in `prefetch(AUTOTUNE)`.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Iterable, List, Optional, Sequence, Union
+
+import tensorflow as tf
+
+# Name of the JSON that IngestionTransform writes beside the transformed data.
+OPTIONS_FILE_NAME = 'ingestion_options.json'
+CACHE_MODES = ('none', 'memory', 'file')
+COMPRESSION_TYPES = ('GZIP', 'ZLIB', '')
+DEFAULT_LABEL_KEY = 'label'
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestionOptions:
+  """How `make_dataset` reads transformed examples.
+
+  Attributes:
+    cycle_length: Shards read at once by the parallel interleave.
+    deterministic: Keep a reproducible element order (slower).
+    compression: TFRecord compression of the shards: `GZIP`, `ZLIB` or ``.
+    cache: `none`, `memory` (parsed batches kept in RAM) or `file`.
+    cache_path: Prefix of the cache files when `cache` is `file`.
+    shuffle_buffer: Records held by the shuffle buffer; 0 disables shuffling.
+    shuffle_files: Shuffle the order of the shard files.
+    seed: Seed for the file and record shuffles; None for a fresh one each run.
+  """
+  cycle_length: int = 8
+  deterministic: bool = False
+  compression: str = 'GZIP'
+  cache: str = 'none'
+  cache_path: str = ''
+  shuffle_buffer: int = 10_000
+  shuffle_files: bool = True
+  seed: Optional[int] = None
+
+  def __post_init__(self):
+    validate_options(self)
+
+  def to_json(self) -> str:
+    return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> 'IngestionOptions':
+    known = {field.name for field in dataclasses.fields(cls)}
+    return cls(**{key: value for key, value in json.loads(text).items() if key in known})
+
+
+def validate_options(options: IngestionOptions) -> None:
+  """Raises ValueError naming the first option that is out of range."""
+  if not isinstance(options.cycle_length, int) or options.cycle_length < 1:
+    raise ValueError(f'cycle_length must be an integer >= 1; got {options.cycle_length!r}.')
+  if options.compression not in COMPRESSION_TYPES:
+    raise ValueError(f'compression must be one of {COMPRESSION_TYPES}; '
+                     f'got {options.compression!r}.')
+  if options.cache not in CACHE_MODES:
+    raise ValueError(f'cache must be one of {", ".join(CACHE_MODES)}; got {options.cache!r}.')
+  if options.cache == 'file':
+    if not options.cache_path:
+      raise ValueError("cache_path must be set when cache is 'file'.")
+    check_writable_prefix(options.cache_path)
+  if not isinstance(options.shuffle_buffer, int) or options.shuffle_buffer < 0:
+    raise ValueError(f'shuffle_buffer must be an integer >= 0; got {options.shuffle_buffer!r}.')
+
+
+def check_writable_prefix(cache_path: str) -> None:
+  """Raises ValueError if the folder of a cache file prefix can't be written."""
+  folder = os.path.dirname(cache_path) or '.'
+  if '://' in cache_path:
+    return  # Remote storage: can't be probed cheaply here; tf.data reports failures.
+  probe_folder = folder
+  while not os.path.exists(probe_folder):
+    probe_folder = os.path.dirname(probe_folder) or '.'
+  if not os.path.isdir(probe_folder) or not os.access(probe_folder, os.W_OK):
+    raise ValueError(f'cache_path {cache_path!r} can not be written: {probe_folder!r} is '
+                     'not a writable folder.')
+
+
+def read_options(transformed_examples_uri: str) -> IngestionOptions:
+  """Reads the options IngestionTransform recorded, or the defaults if none were."""
+  path = os.path.join(transformed_examples_uri, OPTIONS_FILE_NAME)
+  if tf.io.gfile.exists(path):
+    with tf.io.gfile.GFile(path) as handle:
+      return IngestionOptions.from_json(handle.read())
+  return IngestionOptions()
+
+
+def list_files(file_pattern: Union[str, Sequence[str]]) -> List[str]:
+  """Expands one or several glob patterns (TFX gives lists) into sorted file names."""
+  patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
+  files = sorted({name for pattern in patterns for name in tf.io.gfile.glob(pattern)})
+  if not files:
+    raise FileNotFoundError(f'No files match {patterns}.')
+  return files
+
+
+def workers_in_cluster() -> int:
+  """Number of workers in TF_CONFIG's cluster (1 outside multi-worker training)."""
+  tf_config = json.loads(os.environ.get('TF_CONFIG', '{}') or '{}')
+  cluster = tf_config.get('cluster', {})
+  return max(1, len(cluster.get('worker', [])) + len(cluster.get('chief', [])))
+
+
+def auto_shard_policy(num_files: int, num_workers: int) -> tf.data.experimental.AutoShardPolicy:
+  """FILE sharding when every worker gets a file of its own, DATA otherwise."""
+  if num_files >= num_workers:
+    return tf.data.experimental.AutoShardPolicy.FILE
+  return tf.data.experimental.AutoShardPolicy.DATA
+
+
+def make_dataset(file_pattern: Union[str, Sequence[str]],
+                 tf_transform_output,
+                 batch_size: int,
+                 options: Optional[IngestionOptions] = None,
+                 label_key: Optional[str] = DEFAULT_LABEL_KEY,
+                 feature_keys: Optional[Iterable[str]] = None,
+                 num_epochs: Optional[int] = None,
+                 drop_remainder: bool = False,
+                 num_workers: Optional[int] = None) -> tf.data.Dataset:
+  """Builds the tuned input pipeline over transformed TFRecord shards.
+
+  Args:
+    file_pattern: Glob pattern, or list of them, of the transformed shards.
+    tf_transform_output: `tft.TFTransformOutput` whose transformed feature spec
+      describes the records.
+    batch_size: Examples per batch (per replica times replicas under a strategy).
+    options: `IngestionOptions`; defaults when None.
+    label_key: Feature popped out as the label; None yields feature dicts only.
+    feature_keys: Only these features are parsed (plus the label); None parses all.
+    num_epochs: Passes over the data; None repeats forever.
+    drop_remainder: Drop the last partial batch (needed for static batch shapes).
+    num_workers: Workers reading in parallel; read from TF_CONFIG when None.
+
+  Returns:
+    A `tf.data.Dataset` of `(features, label)` batches, or of feature dicts.
+  """
+  options = options or IngestionOptions()
+  if batch_size < 1:
+    raise ValueError(f'batch_size must be >= 1; got {batch_size}.')
+  files = list_files(file_pattern)
+  if options.cache == 'file':
+    tf.io.gfile.makedirs(os.path.dirname(options.cache_path) or '.')
+  feature_spec = dict(tf_transform_output.transformed_feature_spec())
+  if feature_keys is not None:
+    wanted = set(feature_keys) | ({label_key} if label_key else set())
+    unknown = wanted - set(feature_spec)
+    if unknown:
+      raise ValueError(f'feature_keys name features the transform does not output: '
+                       f'{sorted(unknown)}; it outputs {sorted(feature_spec)}.')
+    feature_spec = {key: spec for key, spec in feature_spec.items() if key in wanted}
+
+  def parse_batch(serialized: tf.Tensor):
+    features = tf.io.parse_example(serialized, feature_spec)
+    if label_key is None:
+      return features
+    label = features.pop(label_key)
+    return features, label
+
+  dataset = tf.data.Dataset.from_tensor_slices(files)
+  if options.shuffle_files:
+    dataset = dataset.shuffle(len(files), seed=options.seed)
+  dataset = dataset.interleave(
+      lambda path: tf.data.TFRecordDataset(path, compression_type=options.compression),
+      cycle_length=min(options.cycle_length, len(files)),
+      num_parallel_calls=tf.data.AUTOTUNE,
+      deterministic=options.deterministic)
+  if options.cache == 'none':
+    if options.shuffle_buffer:
+      dataset = dataset.shuffle(options.shuffle_buffer, seed=options.seed)
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    dataset = dataset.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE,
+                          deterministic=options.deterministic)
+  else:
+    # Parsing dominates the cost, so the cache holds parsed batches; later
+    # epochs shuffle whole batches instead of records.
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    dataset = dataset.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE,
+                          deterministic=options.deterministic)
+    dataset = dataset.cache(options.cache_path if options.cache == 'file' else '')
+    if options.shuffle_buffer:
+      dataset = dataset.shuffle(max(1, options.shuffle_buffer // batch_size),
+                                seed=options.seed)
+  dataset = dataset.repeat(num_epochs)
+  dataset = dataset.prefetch(tf.data.AUTOTUNE)
+
+  dataset_options = tf.data.Options()
+  dataset_options.experimental_deterministic = options.deterministic
+  dataset_options.experimental_distribute.auto_shard_policy = auto_shard_policy(
+      len(files), num_workers or workers_in_cluster())
+  return dataset.with_options(dataset_options)
+
+
+def naive_dataset(file_pattern: Union[str, Sequence[str]],
+                  tf_transform_output,
+                  batch_size: int,
+                  compression: str = 'GZIP',
+                  label_key: Optional[str] = DEFAULT_LABEL_KEY) -> tf.data.Dataset:
+  """One file at a time, one example parsed at a time, no prefetch.
+
+  This is the baseline the ingestion benchmark and tests compare against.
+  """
+  feature_spec = tf_transform_output.transformed_feature_spec()
+
+  def parse_one(serialized):
+    features = tf.io.parse_single_example(serialized, feature_spec)
+    if label_key is None:
+      return features
+    label = features.pop(label_key)
+    return features, label
+
+  dataset = tf.data.TFRecordDataset(list_files(file_pattern), compression_type=compression)
+  return dataset.map(parse_one).batch(batch_size)
+

@@ -1,0 +1,160 @@
+"""The three dataset choices (taxi, digits, csv) and the module files each uses.
+
+Everything here is local: the taxi CSV ships inside the tfx wheel and the digits
+come with scikit-learn, so nothing is downloaded at run time.
+"""
+
+import csv
+import dataclasses
+import os
+from typing import List, Optional
+
+import trainer_modules
+
+DATASET_NAMES = ('taxi', 'digits', 'csv')
+
+# The label every transform module of ours writes, whatever the raw column is.
+TRANSFORMED_LABEL_KEY = 'label'
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+  """Where a dataset's CSV files are and which module files handle it.
+
+  Attributes:
+    name: One of `DATASET_NAMES`.
+    data_root: Folder of CSV files that CsvExampleGen ingests.
+    label_column: Raw CSV column the label comes from.
+    transform_module_file: Module file exposing `preprocessing_fn`.
+    teacher_module_file: Module file exposing `run_fn` for the teacher.
+  """
+  name: str
+  data_root: str
+  label_column: str
+  transform_module_file: str
+  teacher_module_file: str
+
+
+def module_file(module_name: str) -> str:
+  """Returns the path of a module file in the `trainer_modules` package."""
+  return os.path.join(os.path.dirname(trainer_modules.__file__), f'{module_name}.py')
+
+
+def taxi_data_dir() -> str:
+  """Returns the folder of the Chicago taxi CSV that ships inside the tfx wheel."""
+  import tfx  # Imported here so that merely listing datasets stays cheap.
+  path = os.path.join(os.path.dirname(tfx.__file__), 'examples', 'chicago_taxi_pipeline',
+                      'data', 'simple')
+  if not os.path.isfile(os.path.join(path, 'data.csv')):
+    raise FileNotFoundError(
+        f'The taxi CSV is not where the tfx wheel puts it ({path}/data.csv); '
+        'reinstall tfx==1.16.0 with `make venv`.')
+  return path
+
+
+def write_digits_csv(output_dir: str) -> str:
+  """Writes scikit-learn's bundled 8x8 digits as one CSV file.
+
+  Columns are `pixel_00` .. `pixel_63` (0..16 intensities) and `label` (0..9).
+
+  Args:
+    output_dir: Folder to write `data.csv` into; created if missing.
+
+  Returns:
+    `output_dir`.
+  """
+  from sklearn import datasets as sklearn_datasets
+  digits = sklearn_datasets.load_digits()
+  os.makedirs(output_dir, exist_ok=True)
+  header = [f'pixel_{index:02d}' for index in range(digits.data.shape[1])] + ['label']
+  path = os.path.join(output_dir, 'data.csv')
+  temporary_path = path + '.tmp'
+  with open(temporary_path, 'w', newline='') as handle:
+    writer = csv.writer(handle)
+    writer.writerow(header)
+    for pixels, label in zip(digits.data, digits.target):
+      writer.writerow([int(value) for value in pixels] + [int(label)])
+  os.replace(temporary_path, path)
+  return output_dir
+
+
+def csv_files(data_root: str) -> List[str]:
+  """Returns the CSV files directly inside `data_root`, sorted."""
+  return sorted(
+      os.path.join(data_root, name)
+      for name in os.listdir(data_root)
+      if name.endswith('.csv') and os.path.isfile(os.path.join(data_root, name)))
+
+
+def check_csv_folder(data_root: str, label_column: str) -> None:
+  """Checks that a folder holds CSV files that all have the label column.
+
+  Args:
+    data_root: Folder given as `--data`.
+    label_column: Column given as `--label`.
+
+  Raises:
+    ValueError: naming the folder or file and what is wrong with it.
+  """
+  if not os.path.isdir(data_root):
+    raise ValueError(f'--data: {data_root!r} is not a folder; give a folder of CSV files.')
+  files = csv_files(data_root)
+  if not files:
+    raise ValueError(f'--data: {data_root!r} holds no .csv files.')
+  for path in files:
+    with open(path, newline='') as handle:
+      header = next(csv.reader(handle), None)
+    if not header:
+      raise ValueError(f'{path}: the file is empty; expected a header row with column '
+                       f'{label_column!r}.')
+    if label_column not in header:
+      raise ValueError(f'{path}: has no label column {label_column!r}; its columns are '
+                       f'{", ".join(header)}.')
+
+
+def sample_csv(source_dir: str, output_dir: str, rows: int) -> str:
+  """Copies the first `rows` data rows of each CSV in `source_dir` (tests and demos)."""
+  os.makedirs(output_dir, exist_ok=True)
+  for path in csv_files(source_dir):
+    with open(path, newline='') as source, open(
+        os.path.join(output_dir, os.path.basename(path)), 'w', newline='') as target:
+      for index, line in enumerate(source):
+        if index > rows:
+          break
+        target.write(line)
+  return output_dir
+
+
+def resolve(name: str,
+            work_dir: str,
+            data: Optional[str] = None,
+            label: Optional[str] = None) -> Dataset:
+  """Builds the `Dataset` for a `--dataset` choice.
+
+  Args:
+    name: `taxi`, `digits` or `csv`.
+    work_dir: Folder where generated data (digits) is written.
+    data: For `csv`, the folder of CSV files.
+    label: For `csv`, the label column.
+
+  Returns:
+    The resolved `Dataset`.
+
+  Raises:
+    ValueError: for an unknown name or missing/invalid `csv` arguments.
+  """
+  if name == 'taxi':
+    return Dataset('taxi', taxi_data_dir(), 'tips', module_file('taxi_transform'),
+                   module_file('taxi_teacher'))
+  if name == 'digits':
+    data_root = write_digits_csv(os.path.join(work_dir, 'data', 'digits'))
+    return Dataset('digits', data_root, 'label', module_file('digits_transform'),
+                   module_file('digits_teacher'))
+  if name == 'csv':
+    if not data or not label:
+      raise ValueError('--dataset csv needs --data DIR (a folder of CSV files) and '
+                       '--label COLUMN (the label column).')
+    check_csv_folder(data, label)
+    return Dataset('csv', os.path.abspath(data), label, module_file('tabular_transform'),
+                   module_file('tabular_teacher'))
+  raise ValueError(f'--dataset must be one of {", ".join(DATASET_NAMES)}; got {name!r}.')

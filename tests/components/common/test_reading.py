@@ -1,0 +1,127 @@
+"""The reading library: same examples as the naive reader, right sharding, clear option errors."""
+
+import collections
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.common import reading
+from tests import helpers
+
+RAW_SPEC = {'x': tf.io.FixedLenFeature([], tf.float32),
+            'word': tf.io.FixedLenFeature([], tf.string),
+            'label': tf.io.FixedLenFeature([], tf.int64)}
+
+
+def preprocessing_fn(inputs):
+  import tensorflow_transform as tft
+  return {'x_xf': inputs['x'] * 2.0,
+          'word_xf': tft.compute_and_apply_vocabulary(inputs['word']),
+          'label': inputs['label']}
+
+
+@pytest.fixture(scope='module')
+def transformed(tmp_path_factory):
+  rows = [{'x': float(index), 'word': f'w{index % 7}', 'label': index % 3}
+          for index in range(500)]
+  return helpers.run_transform(preprocessing_fn, rows, RAW_SPEC,
+                               str(tmp_path_factory.mktemp('reading')), num_shards=4)
+
+
+def as_records(dataset):
+  records = collections.Counter()
+  for features, labels in dataset.as_numpy_iterator():
+    for x, word, label in zip(features['x_xf'], features['word_xf'], labels):
+      records[(float(x), int(word), int(label))] += 1
+  return records
+
+
+@pytest.mark.parametrize('cache', ['none', 'memory'])
+def test_tuned_reader_yields_the_same_multiset_as_the_naive_one(transformed, cache):
+  tf_transform_output, pattern = transformed
+  tuned = reading.make_dataset(pattern, tf_transform_output, batch_size=64,
+                               options=reading.IngestionOptions(cache=cache), num_epochs=1)
+  naive = reading.naive_dataset(pattern, tf_transform_output, batch_size=64)
+  tuned_records = as_records(tuned)
+  assert sum(tuned_records.values()) == 500
+  assert tuned_records == as_records(naive)
+
+
+def test_file_cache_writes_cache_files_and_keeps_every_example(transformed, tmp_path):
+  tf_transform_output, pattern = transformed
+  options = reading.IngestionOptions(cache='file', cache_path=str(tmp_path / 'cache' / 'c'))
+  dataset = reading.make_dataset(pattern, tf_transform_output, 50, options, num_epochs=2)
+  assert sum(as_records(dataset).values()) == 1000
+  assert list((tmp_path / 'cache').glob('c*'))
+
+
+def test_feature_keys_parse_only_the_named_columns(transformed):
+  tf_transform_output, pattern = transformed
+  dataset = reading.make_dataset(pattern, tf_transform_output, 32, feature_keys=['x_xf'],
+                                 num_epochs=1)
+  features, _ = next(iter(dataset))
+  assert set(features) == {'x_xf'}
+
+
+def test_unknown_feature_key_is_named(transformed):
+  tf_transform_output, pattern = transformed
+  with pytest.raises(ValueError, match='nope'):
+    reading.make_dataset(pattern, tf_transform_output, 32, feature_keys=['nope'])
+
+
+def test_deterministic_reads_repeat_in_the_same_order(transformed):
+  tf_transform_output, pattern = transformed
+  options = reading.IngestionOptions(deterministic=True, seed=7)
+
+  def first_labels():
+    dataset = reading.make_dataset(pattern, tf_transform_output, 100, options, num_epochs=1)
+    return np.concatenate([labels for _, labels in dataset.as_numpy_iterator()])
+
+  np.testing.assert_array_equal(first_labels(), first_labels())
+
+
+def test_auto_shard_policy_is_file_with_enough_shards_and_data_otherwise():
+  assert reading.auto_shard_policy(8, 2) == tf.data.experimental.AutoShardPolicy.FILE
+  assert reading.auto_shard_policy(2, 2) == tf.data.experimental.AutoShardPolicy.FILE
+  assert reading.auto_shard_policy(1, 2) == tf.data.experimental.AutoShardPolicy.DATA
+
+
+def test_workers_are_counted_from_tf_config(monkeypatch):
+  monkeypatch.setenv('TF_CONFIG', json.dumps({
+      'cluster': {'worker': ['localhost:1', 'localhost:2', 'localhost:3']},
+      'task': {'type': 'worker', 'index': 0}}))
+  assert reading.workers_in_cluster() == 3
+  monkeypatch.delenv('TF_CONFIG')
+  assert reading.workers_in_cluster() == 1
+
+
+def test_options_round_trip_through_json():
+  options = reading.IngestionOptions(cycle_length=4, cache='memory', seed=3)
+  assert reading.IngestionOptions.from_json(options.to_json()) == options
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'cycle_length': 0}, 'cycle_length'),
+    ({'cache': 'disk'}, "cache must be one of none, memory, file; got 'disk'"),
+    ({'cache': 'file'}, 'cache_path must be set'),
+    ({'compression': 'BZIP2'}, 'compression'),
+    ({'shuffle_buffer': -1}, 'shuffle_buffer'),
+])
+def test_bad_options_are_rejected_by_name(kwargs, message):
+  with pytest.raises(ValueError, match=message):
+    reading.IngestionOptions(**kwargs)
+
+
+def test_unwritable_cache_path_is_rejected(tmp_path):
+  # A regular file where the cache folder should be: nothing can be created below it.
+  (tmp_path / 'a_file').write_text('not a folder')
+  with pytest.raises(ValueError, match='cache_path .* can not be written'):
+    reading.IngestionOptions(cache='file', cache_path=str(tmp_path / 'a_file' / 'sub' / 'c'))
+
+
+def test_no_matching_files_is_a_clear_error(transformed, tmp_path):
+  tf_transform_output, _ = transformed
+  with pytest.raises(FileNotFoundError, match='No files match'):
+    reading.make_dataset(str(tmp_path / 'none*'), tf_transform_output, 8)

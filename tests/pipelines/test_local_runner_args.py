@@ -1,0 +1,30 @@
+"""The local runner's command line rejects bad arguments with actionable messages."""
+
+import pytest
+
+from pipelines import local_runner
+
+
+def test_defaults_for_taxi():
+  args = local_runner.parse_args(['--dataset', 'taxi'])
+  assert args.dataset == 'taxi' and args.num_workers == 1 and args.train_steps is None
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--dataset', 'imagenet'], 'invalid choice'),
+    (['--dataset', 'taxi', '--train-steps', '0'], '--train-steps must be >= 1'),
+    (['--dataset', 'taxi', '--num-workers', '0'], '--num-workers must be >= 1'),
+    (['--dataset', 'taxi', '--label', 'tips'], '--data and --label are for --dataset csv'),
+])
+def test_bad_arguments_exit_with_a_message(argv, message, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    local_runner.parse_args(argv)
+  assert exit_info.value.code != 0
+  assert message in capsys.readouterr().err
+
+
+def test_csv_without_label_fails_before_any_work(tmp_path, capsys):
+  code = local_runner.main(['--dataset', 'csv', '--data', str(tmp_path),
+                            '--pipeline-root', str(tmp_path / 'root')])
+  assert code == 2
+  assert '--label COLUMN' in capsys.readouterr().err

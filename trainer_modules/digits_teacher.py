@@ -1,0 +1,31 @@
+"""Teacher module for the digits: a small CNN over the 8x8 image."""
+
+import tf_keras
+import tensorflow_transform as tft
+
+from trainer_modules import base
+from trainer_modules import digits_transform
+
+
+# Called by run_fn here, and by the Distiller when this model is the teacher.
+def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
+                 ) -> tf_keras.Model:
+  """Builds a CNN (about 150k parameters) that outputs ten logits."""
+  del hyperparameters
+  pixels = tf_keras.Input(shape=(64,), name=digits_transform.PIXELS_KEY)
+  image = tf_keras.layers.Reshape((8, 8, 1))(pixels)
+  hidden = tf_keras.layers.Conv2D(32, 3, padding='same', activation='relu')(image)
+  hidden = tf_keras.layers.Conv2D(64, 3, padding='same', activation='relu')(hidden)
+  hidden = tf_keras.layers.MaxPooling2D()(hidden)
+  hidden = tf_keras.layers.Flatten()(hidden)
+  hidden = tf_keras.layers.Dense(128, activation='relu')(hidden)
+  hidden = tf_keras.layers.Dropout(0.2)(hidden)
+  logits = tf_keras.layers.Dense(base.output_units(tf_transform_output), name='logits')(hidden)
+  return tf_keras.Model(inputs={digits_transform.PIXELS_KEY: pixels}, outputs=logits,
+                        name='digits_teacher')
+
+
+# Called by Trainer / DistributedTrainer.
+def run_fn(fn_args):
+  """Trains the digits teacher and exports it with raw-example serving signatures."""
+  base.train_and_export(fn_args, build_teacher, 'digits_teacher')

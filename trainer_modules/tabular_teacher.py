@@ -1,0 +1,22 @@
+"""Teacher module for any CSV: an MLP built from the transformed feature spec."""
+
+import tf_keras
+import tensorflow_transform as tft
+
+from trainer_modules import base
+
+HIDDEN_UNITS = (128, 64)
+
+
+# Called by run_fn here, and by the Distiller when this model is the teacher.
+def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
+                 ) -> tf_keras.Model:
+  """Builds an MLP over every transformed feature, one logit per class."""
+  del hyperparameters
+  return base.build_mlp(tf_transform_output, HIDDEN_UNITS, dropout=0.1, name='tabular_teacher')
+
+
+# Called by Trainer / DistributedTrainer.
+def run_fn(fn_args):
+  """Trains the tabular teacher and exports it with raw-example serving signatures."""
+  base.train_and_export(fn_args, build_teacher, 'tabular_teacher')

@@ -1,0 +1,22 @@
+"""Teacher module for the taxi data: a wide MLP over embedded and scaled features."""
+
+import tf_keras
+import tensorflow_transform as tft
+
+from trainer_modules import base
+
+HIDDEN_UNITS = (256, 128, 64)
+
+
+# Called by run_fn here, and by the Distiller when this model is the teacher.
+def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
+                 ) -> tf_keras.Model:
+  """Builds the taxi teacher, which outputs one logit (big tipper or not)."""
+  del hyperparameters  # The architecture is fixed; tuning happens in the Distiller.
+  return base.build_mlp(tf_transform_output, HIDDEN_UNITS, dropout=0.1, name='taxi_teacher')
+
+
+# Called by Trainer / DistributedTrainer.
+def run_fn(fn_args):
+  """Trains the taxi teacher and exports it with raw-example serving signatures."""
+  base.train_and_export(fn_args, build_teacher, 'taxi_teacher')
