@@ -50,6 +50,17 @@ def fill_in_missing(tensor, default_value=None):
   return tf.reshape(tensor, [-1])
 
 
+def as_category_strings(tensor):
+  """Category codes (integers or strings) as strings, '' where the value is missing."""
+  if tensor.dtype == tf.string:
+    return fill_in_missing(tensor, '')
+  if isinstance(tensor, tf.sparse.SparseTensor):
+    tensor = tf.SparseTensor(tensor.indices, tf.strings.as_string(tensor.values),
+                             tensor.dense_shape)
+    return fill_in_missing(tensor, '')
+  return tf.reshape(tf.strings.as_string(tensor), [-1])
+
+
 def set_label_domain(label: tf.Tensor, num_classes: int) -> tf.Tensor:
   """Records in the transformed schema that the label lies in [0, num_classes)."""
   tft.schema_inference.set_tensor_schema_override(

@@ -38,7 +38,7 @@ def preprocessing_fn(inputs):
         tf.cast(base.fill_in_missing(inputs[key]), tf.float32), LOCATION_BUCKETS)
   for key in CATEGORICAL_FEATURE_KEYS:
     outputs[base.transformed_name(key)] = tft.compute_and_apply_vocabulary(
-        tf.strings.as_string(base.fill_in_missing(inputs[key], -1)),
+        base.as_category_strings(inputs[key]),
         top_k=VOCABULARY_SIZE, num_oov_buckets=OOV_BUCKETS, vocab_filename=key)
   for key in STRING_FEATURE_KEYS:
     outputs[base.transformed_name(key)] = tft.compute_and_apply_vocabulary(

@@ -1,0 +1,83 @@
+"""The local pipeline on a small taxi sample: every component runs once, a rerun is all cache."""
+
+import os
+
+import pytest
+from ml_metadata.proto import metadata_store_pb2
+from tfx import v1 as tfx
+
+from pipelines import datasets
+from pipelines import pipeline
+from pipelines import summary
+
+PIPELINE_NAME = 'e2e-taxi'
+COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'SchemaGen', 'ExampleValidator', 'Transform',
+              'Trainer', 'Pusher'}
+
+
+def executions_by_node(metadata_path):
+  store = summary.open_store(metadata_path)
+  by_node = {}
+  for execution in store.get_executions():
+    for context in store.get_contexts_by_execution(execution.id):
+      if store.get_context_types_by_id([context.type_id])[0].name == 'node':
+        by_node.setdefault(context.name.split('.')[-1], []).append(execution)
+  return by_node
+
+
+def run_pipeline(tmp_path, data_root):
+  metadata_path = str(tmp_path / 'metadata.sqlite')
+  taxi = datasets.resolve('taxi', str(tmp_path))
+  tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
+      pipeline_name=PIPELINE_NAME,
+      pipeline_root=str(tmp_path / 'root'),
+      data_root=data_root,
+      transform_module_file=taxi.transform_module_file,
+      teacher_module_file=taxi.teacher_module_file,
+      label_column=taxi.label_column,
+      serving_model_dir=str(tmp_path / 'serving'),
+      train_steps=20,
+      eval_steps=5,
+      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+          metadata_path),
+      teacher_config={'epochs': 2}))
+  return metadata_path
+
+
+@pytest.fixture(scope='module')
+def first_run(tmp_path_factory):
+  tmp_path = tmp_path_factory.mktemp('e2e')
+  data_root = datasets.sample_csv(datasets.taxi_data_dir(), str(tmp_path / 'data'), rows=2000)
+  return tmp_path, data_root, run_pipeline(tmp_path, data_root)
+
+
+def test_every_component_runs_exactly_once(first_run):
+  _, _, metadata_path = first_run
+  by_node = executions_by_node(metadata_path)
+  assert set(by_node) == COMPONENTS
+  for node, executions in by_node.items():
+    assert len(executions) == 1, node
+    assert executions[0].last_known_state == metadata_store_pb2.Execution.COMPLETE, node
+
+
+def test_the_trained_model_is_pushed_and_serves_raw_examples(first_run):
+  tmp_path, _, metadata_path = first_run
+  run_summary = summary.summarize_run(metadata_path, PIPELINE_NAME, eval_limit=300)
+  assert run_summary.pushed_destination
+  assert run_summary.pushed_destination.startswith(str(tmp_path / 'serving'))
+  assert os.path.isfile(os.path.join(run_summary.pushed_destination, 'saved_model.pb'))
+  [row] = run_summary.models
+  assert row.name == 'Trainer'
+  assert 0.0 < row.figures.accuracy <= 1.0 and row.figures.examples == 300
+  assert row.figures.size_bytes > 0 and row.figures.latency_ms > 0
+  assert 'pushed to: ' + run_summary.pushed_destination in summary.format_table(run_summary)
+
+
+def test_a_second_run_with_the_cache_on_executes_nothing(first_run):
+  tmp_path, data_root, metadata_path = first_run
+  run_pipeline(tmp_path, data_root)
+  by_node = executions_by_node(metadata_path)
+  for node, executions in by_node.items():
+    states = [execution.last_known_state for execution in executions]
+    assert states == [metadata_store_pb2.Execution.COMPLETE,
+                      metadata_store_pb2.Execution.CACHED], node
