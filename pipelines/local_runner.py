@@ -6,11 +6,12 @@ Usage:
 """
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
 import time
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 # TensorFlow's C++ INFO/WARNING lines drown the progress lines; errors still show.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -41,20 +42,31 @@ class ComponentProgressHandler(logging.Handler):
       progress.get_logger().info('%s: finished in %.1f s', node_id, self.wall_seconds[node_id])
 
 
-def configure_logging(log_path: str) -> ComponentProgressHandler:
-  """Console: our progress lines and errors. `log_path`: every library's full log.
+@contextlib.contextmanager
+def console_shows_progress_only(log_path: str) -> Iterator[ComponentProgressHandler]:
+  """Console: our progress lines and errors. `log_path`: everything else.
+
+  TFX, Beam, TensorFlow and the pip/setuptools subprocesses that package module
+  files all write to the process's stdout and stderr, so those file descriptors
+  point at the log file while the pipeline runs.
 
   Args:
-    log_path: File that receives every record (TFX, Beam, TensorFlow) at INFO.
+    log_path: File that receives every other line, library logs at INFO included.
 
-  Returns:
+  Yields:
     The handler that logs component start and end, keeping their wall times.
   """
+  sys.stdout.flush()
+  sys.stderr.flush()
+  console_out = os.fdopen(os.dup(1), 'w', buffering=1)
+  console_err = os.fdopen(os.dup(2), 'w', buffering=1)
+  progress.set_console(console_out)
+  log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
   root_logger = logging.getLogger()
   root_logger.setLevel(logging.INFO)
   file_handler = logging.FileHandler(log_path)
   file_handler.setFormatter(logging.Formatter('%(asctime)s %(levelname)s %(name)s %(message)s'))
-  errors_handler = logging.StreamHandler(sys.stderr)
+  errors_handler = logging.StreamHandler(console_err)
   errors_handler.setLevel(logging.ERROR)
   root_logger.addHandler(file_handler)
   root_logger.addHandler(errors_handler)
@@ -64,7 +76,21 @@ def configure_logging(log_path: str) -> ComponentProgressHandler:
   absl.logging.set_verbosity(absl.logging.INFO)
   handler = ComponentProgressHandler()
   logging.getLogger('absl').addHandler(handler)
-  return handler
+  os.dup2(log_fd, 1)
+  os.dup2(log_fd, 2)
+  try:
+    yield handler
+  finally:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(console_out.fileno(), 1)
+    os.dup2(console_err.fileno(), 2)
+    os.close(log_fd)
+    logging.getLogger('absl').removeHandler(handler)
+    root_logger.removeHandler(errors_handler)
+    root_logger.removeHandler(file_handler)
+    file_handler.close()
+    progress.set_console(sys.stdout)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -101,35 +127,35 @@ def run(args: argparse.Namespace) -> int:
   metadata_path = os.path.join(pipeline_root, 'metadata.sqlite')
   log_path = os.path.join(pipeline_root, 'pipeline.log')
   os.makedirs(pipeline_root, exist_ok=True)
-  # Before TensorFlow loads, so its loggers write to our file instead of the console.
-  configure_logging(log_path)
-
-  # Imported here so `--help` and argument errors answer without loading TFX.
-  from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
-  from pipelines import pipeline  # pylint: disable=g-import-not-at-top
-  from pipelines import summary  # pylint: disable=g-import-not-at-top
-
-  dataset = datasets.resolve(args.dataset, pipeline_root, args.data, args.label)
-  train_steps = args.train_steps or DEFAULT_TRAIN_STEPS[args.dataset]
   logger = progress.get_logger()
-  logger.info('pipeline %s: data %s, root %s', pipeline_name, dataset.data_root, pipeline_root)
+  logger.info('pipeline %s: root %s', pipeline_name, pipeline_root)
   logger.info('full log: %s', log_path)
-  start = time.monotonic()
-  tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
-      pipeline_name=pipeline_name,
-      pipeline_root=pipeline_root,
-      data_root=dataset.data_root,
-      transform_module_file=dataset.transform_module_file,
-      teacher_module_file=dataset.teacher_module_file,
-      label_column=dataset.label_column,
-      serving_model_dir=serving_dir,
-      train_steps=train_steps,
-      metadata_connection_config=tfx.orchestration.metadata
-      .sqlite_metadata_connection_config(metadata_path),
-      beam_pipeline_args=['--direct_running_mode=in_memory', '--direct_num_workers=1'],
-      enable_cache=not args.no_cache))
-  logger.info('pipeline %s: finished in %.1f s', pipeline_name, time.monotonic() - start)
-  print(summary.format_table(summary.summarize_run(metadata_path, pipeline_name)), flush=True)
+  # Set up before TensorFlow loads, so its loggers write to the file, not the console.
+  with console_shows_progress_only(log_path):
+    # Imported here so `--help` and argument errors answer without loading TFX.
+    from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
+    from pipelines import pipeline  # pylint: disable=g-import-not-at-top
+    from pipelines import summary  # pylint: disable=g-import-not-at-top
+
+    dataset = datasets.resolve(args.dataset, pipeline_root, args.data, args.label)
+    logger.info('data: %s (label column %r)', dataset.data_root, dataset.label_column)
+    start = time.monotonic()
+    tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
+        pipeline_name=pipeline_name,
+        pipeline_root=pipeline_root,
+        data_root=dataset.data_root,
+        transform_module_file=dataset.transform_module_file,
+        teacher_module_file=dataset.teacher_module_file,
+        label_column=dataset.label_column,
+        serving_model_dir=serving_dir,
+        train_steps=args.train_steps or DEFAULT_TRAIN_STEPS[args.dataset],
+        metadata_connection_config=tfx.orchestration.metadata
+        .sqlite_metadata_connection_config(metadata_path),
+        beam_pipeline_args=['--direct_running_mode=in_memory', '--direct_num_workers=1'],
+        enable_cache=not args.no_cache))
+    logger.info('pipeline %s: finished in %.1f s', pipeline_name, time.monotonic() - start)
+    run_summary = summary.summarize_run(metadata_path, pipeline_name)
+  print(summary.format_table(run_summary), flush=True)
   return 0
 
 

@@ -26,6 +26,13 @@ def get_logger() -> logging.Logger:
   return logger
 
 
+def set_console(stream) -> None:
+  """Points the project logger's console handler at `stream`."""
+  for handler in get_logger().handlers:
+    if isinstance(handler, logging.StreamHandler):
+      handler.setStream(stream)
+
+
 def worker_prefix() -> str:
   """`[worker i] ` inside a multi-worker process, empty otherwise."""
   index = os.environ.get('DISTILLERY_WORKER_INDEX')
