@@ -5,4 +5,6 @@ import os
 # tensorflow-model-optimization needs Keras 2; this must happen before TF loads.
 os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
 
-__all__ = []
+from components.ingest_transform import IngestionTransform  # pylint: disable=g-import-not-at-top
+
+__all__ = ['IngestionTransform']

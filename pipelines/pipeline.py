@@ -1,6 +1,6 @@
 """The one tfx-distillery pipeline definition, used by every runner.
 
-ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> Transform ->
+ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> IngestionTransform ->
 teacher Trainer -> Pusher. Later stages (Distiller, Pruner, Quantizer, gate) are
 added here, so the local, Kubeflow and notebook runners all get them at once.
 """
@@ -8,6 +8,8 @@ added here, so the local, Kubeflow and notebook runners all get them at once.
 from typing import Any, Dict, List, Optional
 
 from tfx import v1 as tfx
+
+import components
 
 
 def create_pipeline(pipeline_name: str,
@@ -22,7 +24,8 @@ def create_pipeline(pipeline_name: str,
                     metadata_connection_config: Optional[Any] = None,
                     beam_pipeline_args: Optional[List[str]] = None,
                     enable_cache: bool = True,
-                    teacher_config: Optional[Dict[str, Any]] = None) -> tfx.dsl.Pipeline:
+                    teacher_config: Optional[Dict[str, Any]] = None,
+                    num_shards: int = 8) -> tfx.dsl.Pipeline:
   """Builds the pipeline that trains a teacher and pushes it.
 
   Args:
@@ -39,6 +42,7 @@ def create_pipeline(pipeline_name: str,
     beam_pipeline_args: Arguments for the Beam-based components.
     enable_cache: Reuse outputs of executions whose inputs did not change.
     teacher_config: Extra settings for the teacher's run_fn (epochs, batch_size...).
+    num_shards: Transformed-example shards per split.
 
   Returns:
     The `tfx.dsl.Pipeline`.
@@ -49,11 +53,12 @@ def create_pipeline(pipeline_name: str,
                                         infer_feature_shape=True)
   example_validator = tfx.components.ExampleValidator(
       statistics=statistics_gen.outputs['statistics'], schema=schema_gen.outputs['schema'])
-  transform = tfx.components.Transform(
+  transform = components.IngestionTransform(
       examples=example_gen.outputs['examples'],
       schema=schema_gen.outputs['schema'],
       module_file=transform_module_file,
-      custom_config={'label_column': label_column})
+      custom_config={'label_column': label_column},
+      num_shards=num_shards)
   trainer = tfx.components.Trainer(
       module_file=teacher_module_file,
       examples=transform.outputs['transformed_examples'],

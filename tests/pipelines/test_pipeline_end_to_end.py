@@ -11,7 +11,7 @@ from pipelines import pipeline
 from pipelines import summary
 
 PIPELINE_NAME = 'e2e-taxi'
-COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'SchemaGen', 'ExampleValidator', 'Transform',
+COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'SchemaGen', 'ExampleValidator', 'IngestionTransform',
               'Trainer', 'Pusher'}
 
 

@@ -1,0 +1,5 @@
+"""IngestionTransform: a drop-in Transform whose output keeps training fed."""
+
+from components.ingest_transform.component import IngestionTransform
+
+__all__ = ['IngestionTransform']

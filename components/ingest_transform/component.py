@@ -1,0 +1,107 @@
+"""IngestionTransform: TFX's Transform, writing output that keeps training fed."""
+
+from typing import Any, Dict, Optional
+
+from tfx import v1 as tfx
+from tfx.dsl.components.base import executor_spec
+
+from components.common import reading
+from components.ingest_transform import executor
+from components.ingest_transform import spec as ingest_spec
+
+DEFAULT_NUM_SHARDS = 8
+# Below this many bytes of input examples, starting Beam worker processes costs more
+# than it saves (see the README's measurements); above it, several processes win.
+MULTI_PROCESSING_MIN_BYTES = executor.MULTI_PROCESSING_MIN_BYTES
+
+
+class IngestionTransform(tfx.components.Transform):
+  """A drop-in for `tfx.components.Transform` whose output is tuned for reading.
+
+  It takes Transform's inputs (examples, schema, module_file or preprocessing_fn,
+  splits_config, custom_config, ...) and produces Transform's outputs, so a stock
+  `preprocessing_fn` works unchanged. In addition it:
+
+  * writes transformed examples as `num_shards` GZIP TFRecord shards per split,
+    so the reader's parallel interleave has files to overlap;
+  * records the reading options in `ingestion_options.json` beside the data, which
+    `components.common.reading.read_options` hands to every trainer;
+  * picks Beam's DirectRunner mode by data size unless told (`direct_num_processes`).
+
+  Example:
+
+    transform = IngestionTransform(
+        examples=example_gen.outputs['examples'],
+        schema=schema_gen.outputs['schema'],
+        module_file='trainer_modules/taxi_transform.py',
+        num_shards=8, cache='memory')
+  """
+
+  def __init__(self,
+               examples: tfx.dsl.Channel,
+               schema: tfx.dsl.Channel,
+               module_file: Optional[str] = None,
+               preprocessing_fn: Optional[str] = None,
+               splits_config: Optional[tfx.proto.SplitsConfig] = None,
+               custom_config: Optional[Dict[str, Any]] = None,
+               num_shards: int = DEFAULT_NUM_SHARDS,
+               cache: str = 'none',
+               cache_path: Optional[str] = None,
+               cycle_length: int = 8,
+               deterministic: bool = False,
+               shuffle_buffer: int = 10_000,
+               direct_num_processes: Optional[int] = None,
+               **transform_kwargs):
+    """Constructs an IngestionTransform.
+
+    Args:
+      examples: Examples channel, as for Transform.
+      schema: Schema channel, as for Transform.
+      module_file: File with `preprocessing_fn`, as for Transform.
+      preprocessing_fn: Dotted path of `preprocessing_fn`, as for Transform.
+      splits_config: Which splits to analyze and transform, as for Transform.
+      custom_config: Passed to `preprocessing_fn` if it takes `custom_config`.
+      num_shards: GZIP TFRecord shards written per split (>= 1).
+      cache: How trainers cache parsed batches: `none`, `memory` or `file`.
+      cache_path: Cache file prefix; required when `cache` is `file`.
+      cycle_length: Shards the reader interleaves at once (>= 1).
+      deterministic: Whether readers keep a reproducible order (slower).
+      shuffle_buffer: Records in the readers' shuffle buffer (>= 0).
+      direct_num_processes: Beam DirectRunner processes: 0 runs in memory,
+        N >= 2 runs N processes, None chooses by input size. Ignored when
+        `beam_pipeline_args` name another runner or a running mode.
+      **transform_kwargs: Other Transform arguments (analyzer_cache,
+        disable_statistics, materialize, ...).
+
+    Raises:
+      ValueError: naming the argument that is out of range.
+    """
+    if not isinstance(num_shards, int) or isinstance(num_shards, bool) or num_shards < 1:
+      raise ValueError(f'num_shards must be an integer >= 1; got {num_shards!r}.')
+    if direct_num_processes is not None and (
+        not isinstance(direct_num_processes, int) or direct_num_processes < 0 or
+        direct_num_processes == 1):
+      raise ValueError('direct_num_processes must be None (choose by data size), 0 (in '
+                       f'memory) or an integer >= 2; got {direct_num_processes!r}.')
+    # Raises ValueError naming cache, cache_path, cycle_length or shuffle_buffer.
+    reading.IngestionOptions(cycle_length=cycle_length, deterministic=deterministic,
+                             cache=cache, cache_path=cache_path or '',
+                             shuffle_buffer=shuffle_buffer)
+    super().__init__(examples=examples, schema=schema, module_file=module_file,
+                     preprocessing_fn=preprocessing_fn, splits_config=splits_config,
+                     custom_config=custom_config, **transform_kwargs)
+    # Transform builds a stock TransformSpec; ours extends it with the settings
+    # above and keeps the same channels, so TFX handles it like Transform's.
+    stock_spec = self.spec
+    self.spec = ingest_spec.IngestionTransformSpec(
+        **stock_spec.exec_properties, **stock_spec.inputs, **stock_spec.outputs,
+        **{ingest_spec.NUM_SHARDS_KEY: num_shards,
+           ingest_spec.CACHE_KEY: cache,
+           ingest_spec.CACHE_PATH_KEY: cache_path,
+           ingest_spec.CYCLE_LENGTH_KEY: cycle_length,
+           ingest_spec.DETERMINISTIC_KEY: int(deterministic),
+           ingest_spec.SHUFFLE_BUFFER_KEY: shuffle_buffer,
+           ingest_spec.DIRECT_NUM_PROCESSES_KEY:
+               -1 if direct_num_processes is None else direct_num_processes})
+
+  EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)

@@ -1,0 +1,129 @@
+"""IngestionTransform's executor: TFX's Transform executor with sharded, recorded output."""
+
+import contextlib
+import os
+from typing import Any, Dict, List
+
+import apache_beam as beam
+import tensorflow as tf
+from tfx import types
+from tfx.components.transform import executor as transform_executor
+from tfx.components.transform import labels
+from tfx.types import standard_component_specs
+
+from components.common import progress
+from components.common import reading
+from components.ingest_transform import spec as ingest_spec
+
+# Measured crossover (README, "Beam running mode"): below this many bytes of
+# compressed input examples the in-memory DirectRunner is faster.
+MULTI_PROCESSING_MIN_BYTES = 256 * 1024 * 1024
+MULTI_PROCESSING_WORKERS = 2
+
+
+def sharded_transform_processor(num_shards: int):
+  """Transform's processor class, writing TFRecords in exactly `num_shards` shards."""
+  stock = transform_executor.TransformProcessor
+
+  class ShardedTransformProcessor(stock):
+
+    @staticmethod
+    @beam.ptransform_fn
+    def _EncodeAndWrite(pcoll, schema, file_format, output_path):  # pylint: disable=invalid-name
+      if file_format != labels.FORMAT_TFRECORD:
+        return pcoll | stock._EncodeAndWrite(  # pylint: disable=protected-access
+            schema=schema, file_format=file_format, output_path=output_path)
+      return (pcoll
+              | 'EncodeAndSerialize' >> beam.ParDo(stock._RecordBatchToExamplesFn(schema))  # pylint: disable=protected-access
+              | 'ExtractExamples' >> beam.Values()
+              | 'WriteToTFRecord' >> beam.io.WriteToTFRecord(
+                  output_path, file_name_suffix='.gz', num_shards=num_shards))
+
+  return ShardedTransformProcessor
+
+
+@contextlib.contextmanager
+def use_transform_processor(processor_class):
+  """Makes Transform's executor build `processor_class` for this execution only.
+
+  Transform's executor constructs `TransformProcessor()` inside `Do`, with no hook
+  for the writer; swapping the class for the call keeps the rest of Transform
+  (analysis, statistics, caching, every option) exactly as TFX ships it.
+  """
+  stock = transform_executor.TransformProcessor
+  transform_executor.TransformProcessor = processor_class
+  try:
+    yield
+  finally:
+    transform_executor.TransformProcessor = stock
+
+
+def input_bytes(examples: List[types.Artifact]) -> int:
+  """Bytes of the input examples across every split."""
+  total = 0
+  for artifact in examples:
+    for folder, _, files in tf.io.gfile.walk(artifact.uri):
+      total += sum(tf.io.gfile.stat(os.path.join(folder, name)).length for name in files)
+  return total
+
+
+def direct_runner_args(beam_pipeline_args: List[str], direct_num_processes: int,
+                       examples_bytes: int) -> List[str]:
+  """Beam arguments that pick the DirectRunner's mode, unless the user already did.
+
+  Args:
+    beam_pipeline_args: The component's Beam arguments.
+    direct_num_processes: -1 to choose by size, 0 for in-memory, N >= 2 for N processes.
+    examples_bytes: Size of the input examples.
+
+  Returns:
+    Arguments to append (possibly none).
+  """
+  other_runner = any(arg.startswith('--runner') and 'Direct' not in arg
+                     for arg in beam_pipeline_args)
+  mode_given = any(arg.startswith('--direct_running_mode') for arg in beam_pipeline_args)
+  if other_runner or mode_given:
+    return []
+  if direct_num_processes < 0:
+    direct_num_processes = (MULTI_PROCESSING_WORKERS
+                            if examples_bytes >= MULTI_PROCESSING_MIN_BYTES else 0)
+  if direct_num_processes == 0:
+    return ['--direct_running_mode=in_memory', '--direct_num_workers=1']
+  return ['--direct_running_mode=multi_processing',
+          f'--direct_num_workers={direct_num_processes}']
+
+
+def write_options(uri: str, options: reading.IngestionOptions) -> None:
+  """Writes `ingestion_options.json` whole (temporary file, then rename)."""
+  path = os.path.join(uri, reading.OPTIONS_FILE_NAME)
+  with tf.io.gfile.GFile(path + '.tmp', 'w') as handle:
+    handle.write(options.to_json())
+  tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
+
+
+class Executor(transform_executor.Executor):
+  """Runs TFX's Transform, then records how the output should be read."""
+
+  def Do(self, input_dict: Dict[str, List[types.Artifact]],
+         output_dict: Dict[str, List[types.Artifact]],
+         exec_properties: Dict[str, Any]) -> None:
+    with progress.component_timer('IngestionTransform executor'):
+      num_shards = int(exec_properties[ingest_spec.NUM_SHARDS_KEY])
+      extra_args = direct_runner_args(
+          self._beam_pipeline_args,
+          int(exec_properties.get(ingest_spec.DIRECT_NUM_PROCESSES_KEY, -1)),
+          input_bytes(input_dict[standard_component_specs.EXAMPLES_KEY]))
+      self._beam_pipeline_args = list(self._beam_pipeline_args) + extra_args
+      progress.get_logger().info('IngestionTransform: %d shards per split, Beam %s',
+                                 num_shards, ' '.join(extra_args) or 'as configured')
+      with use_transform_processor(sharded_transform_processor(num_shards)):
+        super().Do(input_dict, output_dict, exec_properties)
+
+      options = reading.IngestionOptions(
+          cycle_length=int(exec_properties[ingest_spec.CYCLE_LENGTH_KEY]),
+          deterministic=bool(exec_properties[ingest_spec.DETERMINISTIC_KEY]),
+          cache=exec_properties[ingest_spec.CACHE_KEY],
+          cache_path=exec_properties.get(ingest_spec.CACHE_PATH_KEY) or '',
+          shuffle_buffer=int(exec_properties[ingest_spec.SHUFFLE_BUFFER_KEY]))
+      for artifact in output_dict.get(standard_component_specs.TRANSFORMED_EXAMPLES_KEY, []):
+        write_options(artifact.uri, options)

@@ -1,0 +1,30 @@
+"""IngestionTransform's spec: TFX's TransformSpec plus the ingestion settings."""
+
+from tfx.types import component_spec
+from tfx.types import standard_component_specs
+
+NUM_SHARDS_KEY = 'num_shards'
+CACHE_KEY = 'cache'
+CACHE_PATH_KEY = 'cache_path'
+CYCLE_LENGTH_KEY = 'cycle_length'
+DETERMINISTIC_KEY = 'deterministic'
+SHUFFLE_BUFFER_KEY = 'shuffle_buffer'
+# -1: choose by data size, 0: Beam's in-memory DirectRunner, N > 0: N processes.
+DIRECT_NUM_PROCESSES_KEY = 'direct_num_processes'
+
+
+class IngestionTransformSpec(standard_component_specs.TransformSpec):
+  """Same inputs and outputs as Transform, so it drops in where Transform stands."""
+
+  PARAMETERS = {
+      **standard_component_specs.TransformSpec.PARAMETERS,
+      NUM_SHARDS_KEY: component_spec.ExecutionParameter(type=int),
+      CACHE_KEY: component_spec.ExecutionParameter(type=str),
+      CACHE_PATH_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      CYCLE_LENGTH_KEY: component_spec.ExecutionParameter(type=int),
+      DETERMINISTIC_KEY: component_spec.ExecutionParameter(type=int),
+      SHUFFLE_BUFFER_KEY: component_spec.ExecutionParameter(type=int),
+      DIRECT_NUM_PROCESSES_KEY: component_spec.ExecutionParameter(type=int),
+  }
+  INPUTS = standard_component_specs.TransformSpec.INPUTS
+  OUTPUTS = standard_component_specs.TransformSpec.OUTPUTS

@@ -1,0 +1,160 @@
+"""IngestionTransform: drop-in for Transform, sharded output, recorded options, Beam args."""
+
+import glob
+import json
+import os
+
+import pytest
+from tfx import v1 as tfx
+from tfx.types import standard_artifacts
+from tfx.types import standard_component_specs
+
+from components import IngestionTransform
+from components.common import reading
+from components.ingest_transform import executor as ingest_executor
+from pipelines import datasets
+from tests.pipelines.test_pipeline_end_to_end import executions_by_node
+from pipelines import summary
+
+# TFX's own taxi module file, shipped in the wheel beside the taxi data.
+STOCK_TAXI_MODULE = os.path.join(os.path.dirname(os.path.dirname(datasets.taxi_data_dir())),
+                                 'taxi_utils_native_keras.py')
+
+
+def channel(artifact_type):
+  return tfx.dsl.Channel(type=artifact_type)
+
+
+def make(**kwargs):
+  return IngestionTransform(examples=channel(standard_artifacts.Examples),
+                            schema=channel(standard_artifacts.Schema),
+                            module_file=STOCK_TAXI_MODULE, **kwargs)
+
+
+def test_it_has_every_input_and_output_of_transform():
+  component = make()
+  stock = tfx.components.Transform(examples=channel(standard_artifacts.Examples),
+                                   schema=channel(standard_artifacts.Schema),
+                                   module_file=STOCK_TAXI_MODULE)
+  assert set(component.inputs) == set(stock.inputs)
+  assert set(component.outputs) == set(stock.outputs)
+  assert isinstance(component.spec, type(stock.spec))
+  assert component.exec_properties['num_shards'] == 8
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'num_shards': 0}, 'num_shards must be an integer >= 1; got 0'),
+    ({'cache': 'ssd'}, "cache must be one of none, memory, file; got 'ssd'"),
+    ({'cache': 'file'}, 'cache_path must be set'),
+    ({'cycle_length': 0}, 'cycle_length'),
+    ({'direct_num_processes': 1}, 'direct_num_processes'),
+])
+def test_bad_options_fail_at_construction_naming_the_option(kwargs, message):
+  with pytest.raises(ValueError, match=message):
+    make(**kwargs)
+
+
+def test_unwritable_cache_path_fails_at_construction(tmp_path):
+  (tmp_path / 'file').write_text('x')
+  with pytest.raises(ValueError, match='cache_path .* can not be written'):
+    make(cache='file', cache_path=str(tmp_path / 'file' / 'cache'))
+
+
+@pytest.mark.parametrize('args, processes, size, expected', [
+    ([], -1, 10, ['--direct_running_mode=in_memory', '--direct_num_workers=1']),
+    ([], -1, ingest_executor.MULTI_PROCESSING_MIN_BYTES,
+     ['--direct_running_mode=multi_processing', '--direct_num_workers=2']),
+    ([], 4, 10, ['--direct_running_mode=multi_processing', '--direct_num_workers=4']),
+    (['--runner=DataflowRunner'], -1, 10**12, []),
+    (['--direct_running_mode=multi_threading'], 0, 10, []),
+])
+def test_direct_runner_mode_is_chosen_unless_the_user_chose(args, processes, size, expected):
+  assert ingest_executor.direct_runner_args(args, processes, size) == expected
+
+
+class RecordingExecutor(ingest_executor.Executor):
+  """Keeps the options of every Beam pipeline the executor builds."""
+  seen_options = []
+
+  def _make_beam_pipeline(self):
+    pipeline = super()._make_beam_pipeline()
+    RecordingExecutor.seen_options.append(pipeline._options.get_all_options())  # pylint: disable=protected-access
+    return pipeline
+
+
+@pytest.fixture(scope='module')
+def pipeline_run(tmp_path_factory):
+  """CsvExampleGen -> SchemaGen -> IngestionTransform with TFX's own taxi module file."""
+  tmp_path = tmp_path_factory.mktemp('ingest')
+  data_root = datasets.sample_csv(datasets.taxi_data_dir(), str(tmp_path / 'data'), rows=600)
+  example_gen = tfx.components.CsvExampleGen(input_base=data_root)
+  statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
+  schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'])
+  transform = IngestionTransform(examples=example_gen.outputs['examples'],
+                                 schema=schema_gen.outputs['schema'],
+                                 module_file=STOCK_TAXI_MODULE, num_shards=3, cache='memory')
+  metadata_path = str(tmp_path / 'metadata.sqlite')
+  tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
+      pipeline_name='ingest', pipeline_root=str(tmp_path / 'root'),
+      components=[example_gen, statistics_gen, schema_gen, transform],
+      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+          metadata_path)))
+  return tmp_path, metadata_path
+
+
+def latest(metadata_path, type_name, producer=None):
+  store = summary.open_store(metadata_path)
+  return [artifact for artifact in summary.pipeline_artifacts(store, 'ingest', type_name)
+          if producer is None or summary.producer_node(store, artifact) == producer]
+
+
+def test_a_stock_preprocessing_fn_runs_and_writes_the_requested_shards(pipeline_run):
+  _, metadata_path = pipeline_run
+  assert executions_by_node(metadata_path)['IngestionTransform'][0].last_known_state == 3
+  [artifact] = latest(metadata_path, 'Examples', 'IngestionTransform')
+  for split in ('train', 'eval'):
+    shards = sorted(glob.glob(os.path.join(artifact.uri, f'Split-{split}', '*.gz')))
+    assert [os.path.basename(path)[-18:] for path in shards] == [
+        f'-0000{index}-of-00003.gz' for index in range(3)]
+  with open(os.path.join(artifact.uri, reading.OPTIONS_FILE_NAME)) as handle:
+    recorded = json.load(handle)
+  assert recorded['cache'] == 'memory' and recorded['cycle_length'] == 8
+  assert reading.read_options(artifact.uri) == reading.IngestionOptions(cache='memory')
+  assert latest(metadata_path, 'TransformGraph')
+
+
+def test_beam_arguments_reach_the_beam_pipeline(pipeline_run, tmp_path):
+  _, metadata_path = pipeline_run
+  [examples] = latest(metadata_path, 'Examples', 'CsvExampleGen')
+  [schema] = latest(metadata_path, 'Schema', 'SchemaGen')
+  examples_artifact = standard_artifacts.Examples()
+  examples_artifact.uri = examples.uri
+  examples_artifact.split_names = '["train", "eval"]'
+  schema_artifact = standard_artifacts.Schema()
+  schema_artifact.uri = schema.uri
+  outputs = {}
+  for key, artifact_type in ((standard_component_specs.TRANSFORM_GRAPH_KEY,
+                              standard_artifacts.TransformGraph),
+                             (standard_component_specs.TRANSFORMED_EXAMPLES_KEY,
+                              standard_artifacts.Examples)):
+    artifact = artifact_type()
+    artifact.uri = str(tmp_path / key)
+    os.makedirs(artifact.uri)
+    outputs[key] = [artifact]
+  component = make(num_shards=2)
+  exec_properties = dict(component.exec_properties)
+  exec_properties['module_file'] = STOCK_TAXI_MODULE
+
+  RecordingExecutor.seen_options = []
+  context = RecordingExecutor.Context(
+      beam_pipeline_args=['--direct_num_workers=1', '--job_name=distillery-args-test'],
+      tmp_dir=str(tmp_path / 'tmp'), unique_id='1')
+  RecordingExecutor(context).Do(
+      {standard_component_specs.EXAMPLES_KEY: [examples_artifact],
+       standard_component_specs.SCHEMA_KEY: [schema_artifact]}, outputs, exec_properties)
+  seen_options = RecordingExecutor.seen_options
+  assert seen_options
+  assert all(options['job_name'] == 'distillery-args-test' for options in seen_options)
+  assert all(options['direct_running_mode'] == 'in_memory' for options in seen_options)
+  train_shards = glob.glob(str(tmp_path / 'transformed_examples' / 'Split-train' / '*.gz'))
+  assert len(train_shards) == 2
