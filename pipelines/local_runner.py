@@ -121,6 +121,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> int:
   """Builds and runs the pipeline, then prints the summary table."""
+  if args.dataset == 'csv':
+    # Checked before anything is created, so a typo costs nothing.
+    datasets.resolve('csv', '', args.data, args.label)
   pipeline_name = f'{PIPELINE_NAME_PREFIX}-{args.dataset}'
   pipeline_root = os.path.abspath(args.pipeline_root or os.path.join('runs', args.dataset))
   serving_dir = os.path.abspath(args.serving_dir or os.path.join('serving', args.dataset))

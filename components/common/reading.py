@@ -7,9 +7,10 @@ cached, and the whole thing ends in `prefetch(AUTOTUNE)`.
 """
 
 import dataclasses
+import functools
 import json
 import os
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import Callable, Iterable, List, Optional, Sequence, Union
 
 import tensorflow as tf
 
@@ -18,6 +19,8 @@ OPTIONS_FILE_NAME = 'ingestion_options.json'
 CACHE_MODES = ('none', 'memory', 'file')
 COMPRESSION_TYPES = ('GZIP', 'ZLIB', '')
 DEFAULT_LABEL_KEY = 'label'
+# Opens one shard (a scalar string tensor) as a dataset of serialized records.
+RecordDatasetFn = Callable[[tf.Tensor], tf.data.Dataset]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +128,8 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
                  feature_keys: Optional[Iterable[str]] = None,
                  num_epochs: Optional[int] = None,
                  drop_remainder: bool = False,
-                 num_workers: Optional[int] = None) -> tf.data.Dataset:
+                 num_workers: Optional[int] = None,
+                 record_dataset_fn: Optional[RecordDatasetFn] = None) -> tf.data.Dataset:
   """Builds the tuned input pipeline over transformed TFRecord shards.
 
   Args:
@@ -139,6 +143,8 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
     num_epochs: Passes over the data; None repeats forever.
     drop_remainder: Drop the last partial batch (needed for static batch shapes).
     num_workers: Workers reading in parallel; read from TF_CONFIG when None.
+    record_dataset_fn: Opens one shard as a dataset of serialized records; a
+      GZIP/ZLIB `TFRecordDataset` per `options.compression` when None.
 
   Returns:
     A `tf.data.Dataset` of `(features, label)` batches, or of feature dicts.
@@ -168,8 +174,10 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if options.shuffle_files:
     dataset = dataset.shuffle(len(files), seed=options.seed)
+  record_dataset_fn = record_dataset_fn or functools.partial(
+      tf.data.TFRecordDataset, compression_type=options.compression)
   dataset = dataset.interleave(
-      lambda path: tf.data.TFRecordDataset(path, compression_type=options.compression),
+      record_dataset_fn,
       cycle_length=min(options.cycle_length, len(files)),
       num_parallel_calls=tf.data.AUTOTUNE,
       deterministic=options.deterministic)
@@ -203,7 +211,8 @@ def naive_dataset(file_pattern: Union[str, Sequence[str]],
                   tf_transform_output,
                   batch_size: int,
                   compression: str = 'GZIP',
-                  label_key: Optional[str] = DEFAULT_LABEL_KEY) -> tf.data.Dataset:
+                  label_key: Optional[str] = DEFAULT_LABEL_KEY,
+                  record_dataset_fn: Optional[RecordDatasetFn] = None) -> tf.data.Dataset:
   """One file at a time, one example parsed at a time, no prefetch.
 
   This is the baseline the ingestion benchmark and tests compare against.
@@ -217,6 +226,9 @@ def naive_dataset(file_pattern: Union[str, Sequence[str]],
     label = features.pop(label_key)
     return features, label
 
-  dataset = tf.data.TFRecordDataset(list_files(file_pattern), compression_type=compression)
+  record_dataset_fn = record_dataset_fn or functools.partial(
+      tf.data.TFRecordDataset, compression_type=compression)
+  dataset = tf.data.Dataset.from_tensor_slices(list_files(file_pattern)).flat_map(
+      record_dataset_fn)
   return dataset.map(parse_one).batch(batch_size)
 

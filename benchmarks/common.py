@@ -1,0 +1,58 @@
+"""Pieces the benchmarks share: producing transformed data through the real pipeline."""
+
+import os
+import time
+
+from tfx import v1 as tfx
+
+import components
+from pipelines import datasets
+from pipelines import summary
+
+
+def transform_dataset(dataset_name: str, work_dir: str, num_shards: int = 8):
+  """Runs CsvExampleGen -> StatisticsGen -> SchemaGen -> IngestionTransform once.
+
+  Args:
+    dataset_name: `taxi` or `digits`.
+    work_dir: Folder for the pipeline root and ML Metadata; reused when present.
+    num_shards: Transformed-example shards per split.
+
+  Returns:
+    (transformed examples URI, transform graph URI, raw examples URI).
+  """
+  dataset = datasets.resolve(dataset_name, work_dir)
+  metadata_path = os.path.join(work_dir, 'metadata.sqlite')
+  example_gen = tfx.components.CsvExampleGen(input_base=dataset.data_root)
+  statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
+  schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'])
+  transform = components.IngestionTransform(
+      examples=example_gen.outputs['examples'], schema=schema_gen.outputs['schema'],
+      module_file=dataset.transform_module_file,
+      custom_config={'label_column': dataset.label_column}, num_shards=num_shards)
+  pipeline_name = f'benchmark-{dataset_name}'
+  tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
+      pipeline_name=pipeline_name, pipeline_root=os.path.join(work_dir, 'root'),
+      components=[example_gen, statistics_gen, schema_gen, transform], enable_cache=True,
+      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+          metadata_path)))
+  store = summary.open_store(metadata_path)
+
+  def newest(type_name, producer):
+    return [artifact for artifact in summary.pipeline_artifacts(store, pipeline_name, type_name)
+            if summary.producer_node(store, artifact) == producer][-1].uri
+
+  return (newest('Examples', 'IngestionTransform'),
+          newest('TransformGraph', 'IngestionTransform'),
+          newest('Examples', 'CsvExampleGen'))
+
+
+class Stopwatch:
+  """Context manager measuring wall time in seconds."""
+
+  def __enter__(self):
+    self.start = time.perf_counter()
+    return self
+
+  def __exit__(self, *exc_info):
+    self.seconds = time.perf_counter() - self.start

@@ -1,0 +1,179 @@
+"""Ingestion benchmark: how fast each reader feeds training, and how long training waits.
+
+The taxi data goes through IngestionTransform, is tiled to at least 1,000,000
+transformed examples in the component's shard layout, and is read once by:
+  (a) a naive reader: one file at a time, per-example parse, no prefetch;
+  (b) TFX's default: the Trainer's `data_accessor.tf_dataset_factory`;
+  (c) our tuned reader, `components.common.reading.make_dataset`.
+Then the taxi teacher trains on (c) while the time spent waiting for each next
+batch is measured. `--open-latency-ms` simulates remote storage, where opening a
+file takes that long before the first byte arrives.
+
+Usage:
+  python -m benchmarks.ingestion --json [--examples 1000000] [--open-latency-ms 0]
+"""
+
+import argparse
+import json
+import math
+import os
+import tempfile
+import time
+
+import tensorflow as tf
+import tf_keras
+import tensorflow_transform as tft
+from tfx.components.util import tfxio_utils
+from tfx.types import standard_artifacts
+from tfx_bsl.public import tfxio
+
+from benchmarks import common
+from components.common import reading
+from trainer_modules import base
+from trainer_modules import taxi_teacher
+
+BATCH_SIZE = 256
+
+
+def tile_shards(source_pattern: str, output_dir: str, num_examples: int, num_shards: int,
+                compression: str) -> str:
+  """Writes the source records repeated until `num_examples`, round-robin over shards."""
+  suffix = '.gz' if compression == 'GZIP' else ''
+  pattern = os.path.join(output_dir, f'tiled-*-of-{num_shards:05d}{suffix}')
+  if len(tf.io.gfile.glob(pattern)) == num_shards:
+    return pattern
+  records = list(tf.data.TFRecordDataset(reading.list_files(source_pattern),
+                                         compression_type='GZIP').as_numpy_iterator())
+  repeats = math.ceil(num_examples / len(records))
+  os.makedirs(output_dir, exist_ok=True)
+  writer_options = tf.io.TFRecordOptions(compression_type=compression)
+  writers = [tf.io.TFRecordWriter(
+      os.path.join(output_dir, f'tiled-{index:05d}-of-{num_shards:05d}{suffix}.tmp'),
+      writer_options) for index in range(num_shards)]
+  position = 0
+  for _ in range(repeats):
+    for record in records:
+      writers[position % num_shards].write(record)
+      position += 1
+  for index, writer in enumerate(writers):
+    writer.close()
+    final = os.path.join(output_dir, f'tiled-{index:05d}-of-{num_shards:05d}{suffix}')
+    os.replace(final + '.tmp', final)
+  return pattern
+
+
+def slow_open(latency_seconds: float, compression: str):
+  """A record_dataset_fn whose file open first sleeps, like a remote first byte."""
+
+  def sleep_then_return(path):
+    time.sleep(latency_seconds)
+    return path
+
+  def open_file(path):
+    delayed = tf.numpy_function(sleep_then_return, [path], tf.string, stateful=True)
+    delayed.set_shape([])
+    return tf.data.TFRecordDataset(delayed, compression_type=compression)
+
+  return open_file
+
+
+def examples_per_second(dataset: tf.data.Dataset) -> float:
+  """One pass over a finite dataset of (features, label) batches."""
+  examples = 0
+  with common.Stopwatch() as stopwatch:
+    for _, labels in dataset:
+      examples += int(labels.shape[0])
+  return examples / stopwatch.seconds
+
+
+def tfx_default_dataset(pattern: str, tf_transform_output) -> tf.data.Dataset:
+  """Exactly what a stock TFX run_fn builds through `fn_args.data_accessor`."""
+  artifact = standard_artifacts.Examples()
+  artifact.uri = os.path.dirname(pattern)
+  factory = tfxio_utils.get_tf_dataset_factory_from_artifact([artifact], ['benchmark'])
+  return factory(reading.list_files(pattern),
+                 tfxio.TensorFlowDatasetOptions(batch_size=BATCH_SIZE,
+                                                label_key=base.LABEL_KEY, num_epochs=1),
+                 tf_transform_output.transformed_metadata.schema)
+
+
+def input_wait_fraction(pattern: str, tf_transform_output, options: reading.IngestionOptions,
+                        steps: int) -> float:
+  """Trains the taxi teacher and returns the share of step time spent waiting for input."""
+  model = taxi_teacher.build_teacher(tf_transform_output)
+  loss_fn, _ = base.loss_and_metrics(base.output_units(tf_transform_output))
+  optimizer = tf_keras.optimizers.Adam()
+  dataset = reading.make_dataset(pattern, tf_transform_output, BATCH_SIZE, options).map(
+      base.prepare_labels(base.output_units(tf_transform_output)))
+
+  @tf.function
+  def train_step(features, labels):
+    with tf.GradientTape() as tape:
+      loss = loss_fn(labels, model(features, training=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                  model.trainable_variables))
+    return loss
+
+  iterator = iter(dataset)
+  for _ in range(20):  # Warm-up: tracing and filling the prefetch buffer.
+    train_step(*next(iterator)).numpy()
+  waiting = 0.0
+  with common.Stopwatch() as total:
+    for _ in range(steps):
+      start = time.perf_counter()
+      features, labels = next(iterator)
+      waiting += time.perf_counter() - start
+      train_step(features, labels).numpy()
+  return waiting / total.seconds
+
+
+def run(num_examples: int, open_latency_ms: float, work_dir: str, train_steps: int) -> dict:
+  transformed_uri, graph_uri, _ = common.transform_dataset('taxi', os.path.join(work_dir, 'taxi'))
+  tf_transform_output = tft.TFTransformOutput(graph_uri)
+  recorded = reading.read_options(transformed_uri)
+  source = os.path.join(transformed_uri, 'Split-train', '*')
+  num_shards = len(reading.list_files(source))
+  gzip_pattern = tile_shards(source, os.path.join(work_dir, 'tiled-gzip'), num_examples,
+                             num_shards, 'GZIP')
+  tuned_options = reading.IngestionOptions(
+      cycle_length=recorded.cycle_length, compression='GZIP', shuffle_buffer=0)
+  open_fn = None
+  if open_latency_ms:
+    open_fn = slow_open(open_latency_ms / 1000.0, 'GZIP')
+
+  naive = examples_per_second(reading.naive_dataset(
+      gzip_pattern, tf_transform_output, BATCH_SIZE, record_dataset_fn=open_fn))
+  tfx_default = examples_per_second(tfx_default_dataset(gzip_pattern, tf_transform_output))
+  tuned = examples_per_second(reading.make_dataset(
+      gzip_pattern, tf_transform_output, BATCH_SIZE, tuned_options, num_epochs=1,
+      record_dataset_fn=open_fn))
+  wait = input_wait_fraction(gzip_pattern, tf_transform_output, recorded, train_steps)
+  return {
+      'examples': num_examples,
+      'batch_size': BATCH_SIZE,
+      'num_shards': num_shards,
+      'open_latency_ms': open_latency_ms,
+      'naive_eps': round(naive),
+      'tfx_default_eps': round(tfx_default),
+      'tuned_eps': round(tuned),
+      'tuned_over_naive': round(tuned / naive, 2),
+      'tuned_over_tfx_default': round(tuned / tfx_default, 2),
+      'input_wait_fraction': round(wait, 4),
+  }
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--json', action='store_true', help='print one JSON object')
+  parser.add_argument('--examples', type=int, default=1_000_000)
+  parser.add_argument('--open-latency-ms', type=float, default=0.0)
+  parser.add_argument('--train-steps', type=int, default=300)
+  parser.add_argument('--work-dir', default=os.path.join(tempfile.gettempdir(),
+                                                          'distillery-benchmarks'))
+  args = parser.parse_args()
+  result = run(args.examples, args.open_latency_ms, args.work_dir, args.train_steps)
+  print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+
+
+if __name__ == '__main__':
+  main()
