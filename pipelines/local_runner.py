@@ -111,9 +111,6 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.error(f'--train-steps must be >= 1; got {args.train_steps}')
   if args.num_workers < 1:
     parser.error(f'--num-workers must be >= 1; got {args.num_workers}')
-  if args.num_workers > 1:
-    parser.error('--num-workers above 1 needs the DistributedTrainer, which this version '
-                 'does not have yet; use --num-workers 1')
   if args.dataset != 'csv' and (args.data or args.label):
     parser.error('--data and --label are for --dataset csv only')
   return args
@@ -155,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
         metadata_connection_config=tfx.orchestration.metadata
         .sqlite_metadata_connection_config(metadata_path),
         beam_pipeline_args=['--direct_running_mode=in_memory', '--direct_num_workers=1'],
-        enable_cache=not args.no_cache))
+        enable_cache=not args.no_cache,
+        num_workers=args.num_workers))
     logger.info('pipeline %s: finished in %.1f s', pipeline_name, time.monotonic() - start)
     run_summary = summary.summarize_run(metadata_path, pipeline_name)
   print(summary.format_table(run_summary), flush=True)

@@ -1,7 +1,7 @@
 """The one tfx-distillery pipeline definition, used by every runner.
 
 ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> IngestionTransform ->
-teacher Trainer -> Pusher. Later stages (Distiller, Pruner, Quantizer, gate) are
+teacher DistributedTrainer -> Pusher. Later stages (Distiller, Pruner, Quantizer, gate) are
 added here, so the local, Kubeflow and notebook runners all get them at once.
 """
 
@@ -25,7 +25,9 @@ def create_pipeline(pipeline_name: str,
                     beam_pipeline_args: Optional[List[str]] = None,
                     enable_cache: bool = True,
                     teacher_config: Optional[Dict[str, Any]] = None,
-                    num_shards: int = 8) -> tfx.dsl.Pipeline:
+                    num_shards: int = 8,
+                    strategy: str = 'multi_worker_mirrored',
+                    num_workers: int = 1) -> tfx.dsl.Pipeline:
   """Builds the pipeline that trains a teacher and pushes it.
 
   Args:
@@ -43,6 +45,8 @@ def create_pipeline(pipeline_name: str,
     enable_cache: Reuse outputs of executions whose inputs did not change.
     teacher_config: Extra settings for the teacher's run_fn (epochs, batch_size...).
     num_shards: Transformed-example shards per split.
+    strategy: tf.distribute strategy of the teacher's DistributedTrainer.
+    num_workers: Training workers of the teacher's DistributedTrainer.
 
   Returns:
     The `tfx.dsl.Pipeline`.
@@ -59,14 +63,16 @@ def create_pipeline(pipeline_name: str,
       module_file=transform_module_file,
       custom_config={'label_column': label_column},
       num_shards=num_shards)
-  trainer = tfx.components.Trainer(
+  trainer = components.DistributedTrainer(
       module_file=teacher_module_file,
       examples=transform.outputs['transformed_examples'],
       transform_graph=transform.outputs['transform_graph'],
       schema=schema_gen.outputs['schema'],
       train_args=tfx.proto.TrainArgs(num_steps=train_steps),
       eval_args=tfx.proto.EvalArgs(num_steps=eval_steps),
-      custom_config={'label_column': label_column, **(teacher_config or {})})
+      custom_config={'label_column': label_column, **(teacher_config or {})},
+      strategy=strategy,
+      num_workers=num_workers)
   pusher = tfx.components.Pusher(
       model=trainer.outputs['model'],
       push_destination=tfx.proto.PushDestination(

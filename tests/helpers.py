@@ -36,6 +36,9 @@ def run_transform(preprocessing_fn, rows, raw_feature_spec, output_dir,
                                      file_name_suffix='.gz',
                                      compression_type=beam.io.filesystem.CompressionTypes.GZIP))
       _ = transform_fn | tft_beam.WriteTransformFn(graph_dir)
+  # Transform also records the raw schema, which serving signatures parse with.
+  from tensorflow_transform.tf_metadata import metadata_io
+  metadata_io.write_metadata(metadata, os.path.join(graph_dir, tft.TFTransformOutput.RAW_METADATA_DIR))
   return tft.TFTransformOutput(graph_dir), examples_prefix + '*'
 
 
@@ -52,3 +55,66 @@ def serialize(feature_values: dict) -> bytes:
     else:
       features[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
   return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+SYNTHETIC_RAW_SPEC = {'x1': tf.io.FixedLenFeature([], tf.float32),
+                      'x2': tf.io.FixedLenFeature([], tf.float32),
+                      'colour': tf.io.FixedLenFeature([], tf.string),
+                      'species': tf.io.FixedLenFeature([], tf.int64)}
+
+
+def synthetic_rows(count: int, seed: int = 0):
+  """Rows whose label is learnable: species = 1 when x1 + x2 > 0."""
+  import numpy as np
+  generator = np.random.default_rng(seed)
+  rows = []
+  for _ in range(count):
+    x1, x2 = (float(value) for value in generator.normal(size=2))
+    rows.append({'x1': x1, 'x2': x2, 'colour': ['red', 'blue', 'green'][int(x1 > 0.5) +
+                                                                       int(x2 > 0.5)],
+                 'species': int(x1 + x2 > 0)})
+  return rows
+
+
+def transformed_artifacts(output_dir: str, train_rows: int = 800, eval_rows: int = 200,
+                          num_shards: int = 4):
+  """Examples and TransformGraph artifacts of synthetic data, as Transform lays them out.
+
+  Returns:
+    (examples artifact, transform graph artifact, raw eval rows).
+  """
+  from tfx.types import standard_artifacts
+  from trainer_modules import tabular_transform
+
+  def preprocessing_fn(inputs):
+    return tabular_transform.preprocessing_fn(inputs, {'label_column': 'species'})
+
+  rows = synthetic_rows(train_rows + eval_rows)
+  tf_transform_output, pattern = run_transform(
+      preprocessing_fn, rows[:train_rows], SYNTHETIC_RAW_SPEC, output_dir, num_shards)
+  examples_uri = os.path.join(output_dir, 'examples')
+  os.makedirs(os.path.join(examples_uri, 'Split-train'))
+  for path in tf.io.gfile.glob(pattern):
+    os.rename(path, os.path.join(examples_uri, 'Split-train', os.path.basename(path)))
+  eval_dir = os.path.join(examples_uri, 'Split-eval')
+  os.makedirs(eval_dir)
+  transform = tf_transform_output.transform_features_layer()
+  raw = tf.io.parse_example(tf.constant([serialize(row) for row in rows[train_rows:]]),
+                            SYNTHETIC_RAW_SPEC)
+  transformed = transform(raw)
+  with tf.io.TFRecordWriter(os.path.join(eval_dir, 'part-00000.gz'), 'GZIP') as writer:
+    for index in range(eval_rows):
+      features = {}
+      for name, values in transformed.items():
+        value = values[index].numpy()
+        features[name] = (tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
+                          if values.dtype.is_integer else
+                          tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)])))
+      writer.write(tf.train.Example(
+          features=tf.train.Features(feature=features)).SerializeToString())
+  examples = standard_artifacts.Examples()
+  examples.uri = examples_uri
+  examples.split_names = '["train", "eval"]'
+  graph = standard_artifacts.TransformGraph()
+  graph.uri = os.path.join(output_dir, 'transform_graph')
+  return examples, graph, rows[train_rows:]

@@ -15,6 +15,7 @@ import tensorflow_transform as tft
 from components.common import callbacks
 from components.common import progress
 from components.common import reading
+from components.distributed_trainer import strategy as distribution
 
 LABEL_KEY = reading.DEFAULT_LABEL_KEY
 # Vocabulary file of string labels; its order defines the class indices.
@@ -220,6 +221,10 @@ def config_value(fn_args, key: str, default):
 def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_keras.Model:
   """The whole run_fn: read, train with progress lines, evaluate, export.
 
+  Works under every DistributedTrainer strategy and under the stock Trainer. The
+  `batch_size` setting is per replica; the global batch is that times the
+  replicas in sync.
+
   Args:
     fn_args: The `FnArgs` TFX hands to `run_fn`.
     build_model: Builds the Keras model (logits out) from the transform output.
@@ -230,7 +235,9 @@ def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_
   """
   tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
   units = output_units(tf_transform_output)
-  batch_size = int(config_value(fn_args, 'batch_size', 256))
+  strategy = distribution.strategy_for(fn_args)
+  per_replica_batch_size = int(config_value(fn_args, 'batch_size', 256))
+  global_batch_size = per_replica_batch_size * strategy.num_replicas_in_sync
   epochs = max(1, min(int(config_value(fn_args, 'epochs', 5)), fn_args.train_steps))
   steps_per_epoch = max(1, fn_args.train_steps // epochs)
   eval_steps = max(1, fn_args.eval_steps or 1)
@@ -238,24 +245,31 @@ def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_
   options = reading.read_options(os.path.dirname(os.path.dirname(fn_args.train_files[0])))
 
   prepare = prepare_labels(units)
-  train_dataset = reading.make_dataset(fn_args.train_files, tf_transform_output, batch_size,
-                                       options).map(prepare)
-  eval_dataset = reading.make_dataset(fn_args.eval_files, tf_transform_output, batch_size,
-                                      options).map(prepare)
+  train_dataset = reading.make_dataset(fn_args.train_files, tf_transform_output,
+                                       global_batch_size, options).map(prepare)
+  eval_dataset = reading.make_dataset(fn_args.eval_files, tf_transform_output,
+                                      global_batch_size, options).map(prepare)
 
-  strategy = tf.distribute.get_strategy()
   with strategy.scope():
     model = build_model(tf_transform_output, getattr(fn_args, 'hyperparameters', None))
     loss, metrics = loss_and_metrics(units)
     model.compile(optimizer=tf_keras.optimizers.Adam(
         float(config_value(fn_args, 'learning_rate', 1e-3))), loss=loss, metrics=metrics)
-  progress.get_logger().info('%s%s: %d parameters, batch %d, %d epochs x %d steps',
-                             progress.worker_prefix(), model_name, model.count_params(),
-                             batch_size, epochs, steps_per_epoch)
+  progress.get_logger().info(
+      '%s: %d parameters, %s x %d replicas, global batch %d = %d per replica x %d, '
+      '%d epochs x %d steps', model_name, model.count_params(),
+      type(strategy).__name__, strategy.num_replicas_in_sync, global_batch_size,
+      per_replica_batch_size, strategy.num_replicas_in_sync, epochs, steps_per_epoch)
+  epoch_progress = callbacks.EpochProgress(model_name)
+  training_callbacks = [epoch_progress, tf_keras.callbacks.TensorBoard(fn_args.model_run_dir)]
+  if distribution.backup_dir(fn_args):
+    training_callbacks.append(
+        tf_keras.callbacks.BackupAndRestore(distribution.backup_dir(fn_args)))
+  if distribution.uses_all_reduce(fn_args, strategy):
+    training_callbacks.append(callbacks.CommunicationProfile(per_replica_batch_size))
   model.fit(train_dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
             validation_data=eval_dataset, validation_steps=eval_steps, verbose=0,
-            callbacks=[callbacks.EpochProgress(model_name),
-                       tf_keras.callbacks.TensorBoard(fn_args.model_run_dir)])
+            callbacks=training_callbacks)
   evaluation = model.evaluate(eval_dataset, steps=eval_steps, verbose=0, return_dict=True)
   write_metrics(fn_args.model_run_dir, {
       'model': model_name,
@@ -263,6 +277,10 @@ def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_
       'eval_loss': float(evaluation['loss']),
       'parameters': int(model.count_params()),
       'train_steps': int(fn_args.train_steps),
+      'epochs': epochs,
+      'first_epoch': epoch_progress.first_epoch,
+      'epochs_run': epoch_progress.epochs_run,
+      'global_batch_size': global_batch_size,
   })
   export_serving_model(model, tf_transform_output, label_column, fn_args.serving_model_dir)
   return model

@@ -1,28 +1,112 @@
 """Keras callbacks shared by every training loop of ours."""
 
+import math
 import time
 from typing import Optional
 
+import tensorflow as tf
 import tf_keras
 
 from components.common import progress
 
+# Above this share of step time in all-reduce, a larger per-replica batch pays.
+COMMUNICATION_WARNING_SHARE = 0.5
+# Share of step time we aim for when suggesting a batch size.
+COMMUNICATION_TARGET_SHARE = 0.2
+
 
 class EpochProgress(tf_keras.callbacks.Callback):
-  """Keras callback printing one progress line per epoch."""
+  """One progress line per epoch; remembers which epochs ran (resumes start later)."""
 
-  def __init__(self, description: str = 'train', total_epochs: Optional[int] = None):
+  def __init__(self, description: str = 'train'):
     super().__init__()
     self._description = description
-    self._total_epochs = total_epochs
     self._epoch_start = 0.0
+    self.first_epoch: Optional[int] = None
+    self.epochs_run = 0
+
+  def on_epoch_begin(self, epoch, logs=None):
+    self._epoch_start = time.monotonic()
+    if self.first_epoch is None:
+      self.first_epoch = epoch + 1
+
+  def on_epoch_end(self, epoch, logs=None):
+    self.epochs_run += 1
+    metrics = ' '.join(f'{name}={value:.4f}' for name, value in sorted((logs or {}).items())
+                       if isinstance(value, (int, float)))
+    progress.get_logger().info('%s epoch %d/%s: %s (%.1f s)', self._description, epoch + 1,
+                               self.params.get('epochs', '?'), metrics,
+                               time.monotonic() - self._epoch_start)
+
+
+def suggested_batch_size(per_replica_batch_size: int, communication_seconds: float,
+                         compute_seconds: float,
+                         target_share: float = COMMUNICATION_TARGET_SHARE) -> int:
+  """Per-replica batch at which all-reduce would take `target_share` of a step.
+
+  Compute grows with the batch while the all-reduce (gradient bytes) does not.
+  """
+  compute_needed = communication_seconds * (1 - target_share) / target_share
+  scale = compute_needed / max(compute_seconds, 1e-9)
+  return max(per_replica_batch_size,
+             2 ** round(math.log2(max(1.0, per_replica_batch_size * scale))))
+
+
+class CommunicationProfile(tf_keras.callbacks.Callback):
+  """After the first epoch, splits step time into all-reduce and compute.
+
+  It times an all-reduce of tensors shaped like the model's gradients under the
+  training strategy (every worker runs it in lockstep, as collectives require),
+  logs the split, and warns when communication dominates, with a batch size
+  that would fix it.
+  """
+
+  def __init__(self, per_replica_batch_size: int, repeats: int = 10):
+    super().__init__()
+    self._per_replica_batch_size = per_replica_batch_size
+    self._repeats = repeats
+    self._epoch_start = 0.0
+    self.step_seconds: Optional[float] = None
+    self.communication_seconds: Optional[float] = None
 
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch_start = time.monotonic()
 
   def on_epoch_end(self, epoch, logs=None):
-    total = self._total_epochs or self.params.get('epochs') or '?'
-    metrics = ' '.join(f'{name}={value:.4f}' for name, value in sorted((logs or {}).items())
-                       if isinstance(value, (int, float)))
-    progress.get_logger().info('%s%s epoch %d/%s: %s (%.1f s)', progress.worker_prefix(), self._description,
-                      epoch + 1, total, metrics, time.monotonic() - self._epoch_start)
+    if self.step_seconds is not None:
+      return
+    steps = self.params.get('steps') or 1
+    self.step_seconds = (time.monotonic() - self._epoch_start) / steps
+    self.communication_seconds = self._time_all_reduce()
+    compute_seconds = max(self.step_seconds - self.communication_seconds, 0.0)
+    share = self.communication_seconds / max(self.step_seconds, 1e-9)
+    logger = progress.get_logger()
+    logger.info('step %.1f ms: all-reduce %.1f ms (%.0f%%), compute %.1f ms',
+                1000 * self.step_seconds, 1000 * self.communication_seconds, 100 * share,
+                1000 * compute_seconds)
+    if share > COMMUNICATION_WARNING_SHARE:
+      logger.warning(
+          'WARNING: communication dominates the step (%.0f%%). A per-replica batch of '
+          'about %d (now %d) would bring all-reduce near %.0f%% of the step.', 100 * share,
+          suggested_batch_size(self._per_replica_batch_size, self.communication_seconds,
+                               compute_seconds), self._per_replica_batch_size,
+          100 * COMMUNICATION_TARGET_SHARE)
+
+  def _time_all_reduce(self) -> float:
+    strategy = self.model.distribute_strategy
+    gradients_like = [tf.zeros_like(variable) for variable in self.model.trainable_variables]
+
+    @tf.function
+    def all_reduce():
+      def replica_fn():
+        context = tf.distribute.get_replica_context()
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, gradients_like)
+      return strategy.run(replica_fn)
+
+    all_reduce()  # Traces, and warms up the collective.
+    start = time.monotonic()
+    for _ in range(self._repeats):
+      result = all_reduce()
+    tf.nest.map_structure(lambda tensor: tensor.numpy() if hasattr(tensor, 'numpy') else tensor,
+                          strategy.experimental_local_results(result))
+    return (time.monotonic() - start) / self._repeats

@@ -5,7 +5,6 @@ No TensorFlow import here, so command lines can log before TensorFlow loads.
 
 import contextlib
 import logging
-import os
 import sys
 import time
 from typing import Iterator
@@ -33,23 +32,17 @@ def set_console(stream) -> None:
       handler.setStream(stream)
 
 
-def worker_prefix() -> str:
-  """`[worker i] ` inside a multi-worker process, empty otherwise."""
-  index = os.environ.get('DISTILLERY_WORKER_INDEX')
-  return f'[worker {index}] ' if index is not None else ''
-
-
 @contextlib.contextmanager
 def component_timer(component_name: str) -> Iterator[None]:
   """Logs one line when a component starts and one when it ends, with wall time."""
   logger = get_logger()
-  logger.info('%s%s: started', worker_prefix(), component_name)
+  logger.info('%s: started', component_name)
   start = time.monotonic()
   try:
     yield
   except BaseException:
-    logger.info('%s%s: FAILED after %.1f s', worker_prefix(), component_name,
+    logger.info('%s: FAILED after %.1f s', component_name,
                 time.monotonic() - start)
     raise
-  logger.info('%s%s: finished in %.1f s', worker_prefix(), component_name,
+  logger.info('%s: finished in %.1f s', component_name,
               time.monotonic() - start)

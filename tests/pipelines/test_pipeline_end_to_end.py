@@ -12,7 +12,7 @@ from pipelines import summary
 
 PIPELINE_NAME = 'e2e-taxi'
 COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'SchemaGen', 'ExampleValidator', 'IngestionTransform',
-              'Trainer', 'Pusher'}
+              'DistributedTrainer', 'Pusher'}
 
 
 def executions_by_node(metadata_path):
@@ -67,7 +67,7 @@ def test_the_trained_model_is_pushed_and_serves_raw_examples(first_run):
   assert run_summary.pushed_destination.startswith(str(tmp_path / 'serving'))
   assert os.path.isfile(os.path.join(run_summary.pushed_destination, 'saved_model.pb'))
   [row] = run_summary.models
-  assert row.name == 'Trainer'
+  assert row.name == 'DistributedTrainer'
   assert 0.0 < row.figures.accuracy <= 1.0 and row.figures.examples == 300
   assert row.figures.size_bytes > 0 and row.figures.latency_ms > 0
   assert 'pushed to: ' + run_summary.pushed_destination in summary.format_table(run_summary)

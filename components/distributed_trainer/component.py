@@ -1,0 +1,92 @@
+"""DistributedTrainer: TFX's Trainer, trained with tf.distribute on one or many workers."""
+
+from typing import Any, Dict, Optional
+
+from tfx import v1 as tfx
+from tfx.dsl.components.base import executor_spec
+
+from components.distributed_trainer import executor
+from components.distributed_trainer import spec as trainer_spec
+from components.distributed_trainer import strategy as strategy_lib
+
+
+class DistributedTrainer(tfx.components.Trainer):
+  """A drop-in for `tfx.components.Trainer` that distributes training itself.
+
+  Inputs, outputs and the module contract are the Trainer's: `run_fn(fn_args)`
+  in `module_file` (or `run_fn` as a dotted path), `model` and `model_run` out.
+  A stock module file runs unchanged with one worker. Module files that want the
+  distribution call `components.distributed_trainer.strategy_for(fn_args)` for a
+  ready strategy and `backup_dir(fn_args)` for BackupAndRestore; they never see
+  a TF_CONFIG.
+
+  With `num_workers` > 1 (or the `parameter_server` strategy) the executor starts
+  one process per task on free loopback ports, streams their progress lines with
+  a `[worker i]` prefix, stops all of them as soon as one fails, and keeps only
+  the chief's model and TensorBoard logs.
+
+  Example:
+
+    trainer = DistributedTrainer(
+        module_file='trainer_modules/taxi_teacher.py',
+        examples=transform.outputs['transformed_examples'],
+        transform_graph=transform.outputs['transform_graph'],
+        train_args=tfx.proto.TrainArgs(num_steps=1000),
+        eval_args=tfx.proto.EvalArgs(num_steps=50),
+        strategy='multi_worker_mirrored', num_workers=2)
+  """
+
+  def __init__(self,
+               examples: Optional[tfx.dsl.Channel] = None,
+               transform_graph: Optional[tfx.dsl.Channel] = None,
+               schema: Optional[tfx.dsl.Channel] = None,
+               base_model: Optional[tfx.dsl.Channel] = None,
+               hyperparameters: Optional[tfx.dsl.Channel] = None,
+               module_file: Optional[str] = None,
+               run_fn: Optional[str] = None,
+               train_args: Optional[tfx.proto.TrainArgs] = None,
+               eval_args: Optional[tfx.proto.EvalArgs] = None,
+               custom_config: Optional[Dict[str, Any]] = None,
+               strategy: str = 'multi_worker_mirrored',
+               num_workers: int = 1,
+               num_parameter_servers: int = 0,
+               communication: str = 'auto'):
+    """Constructs a DistributedTrainer.
+
+    Args:
+      examples: Examples channel, as for Trainer.
+      transform_graph: TransformGraph channel, as for Trainer.
+      schema: Schema channel, as for Trainer.
+      base_model: Model channel to warm-start from, as for Trainer.
+      hyperparameters: HyperParameters channel, as for Trainer.
+      module_file: File exposing `run_fn`, as for Trainer.
+      run_fn: Dotted path of `run_fn`, as for Trainer.
+      train_args: Training steps and splits, as for Trainer.
+      eval_args: Evaluation steps and splits, as for Trainer.
+      custom_config: Passed to run_fn as `fn_args.custom_config`.
+      strategy: `one_device`, `mirrored`, `multi_worker_mirrored` or
+        `parameter_server`, as tf.distribute names them.
+      num_workers: Training workers (>= 1). For `parameter_server` these are the
+        workers beside the chief, which coordinates.
+      num_parameter_servers: Parameter servers; only for `parameter_server` (>= 1).
+      communication: Collective implementation: `auto`, `ring` or `nccl` (NCCL
+        on GPUs, ring on CPUs).
+
+    Raises:
+      ValueError: naming the argument that is not allowed.
+    """
+    strategy_lib.validate(strategy, num_workers, num_parameter_servers, communication)
+    super().__init__(examples=examples, transform_graph=transform_graph, schema=schema,
+                     base_model=base_model, hyperparameters=hyperparameters,
+                     module_file=module_file, run_fn=run_fn, train_args=train_args,
+                     eval_args=eval_args, custom_config=custom_config)
+    # Trainer builds a stock TrainerSpec; ours extends it and keeps the channels.
+    stock_spec = self.spec
+    self.spec = trainer_spec.DistributedTrainerSpec(
+        **stock_spec.exec_properties, **stock_spec.inputs, **stock_spec.outputs,
+        **{trainer_spec.STRATEGY_KEY: strategy,
+           trainer_spec.NUM_WORKERS_KEY: num_workers,
+           trainer_spec.NUM_PARAMETER_SERVERS_KEY: num_parameter_servers,
+           trainer_spec.COMMUNICATION_KEY: communication})
+
+  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)

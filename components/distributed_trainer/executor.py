@@ -1,0 +1,101 @@
+"""DistributedTrainer's executor: runs the module's run_fn on one or many processes."""
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from typing import Any, Dict, Iterator, List
+
+import tensorflow as tf
+from tfx import types
+from tfx.components.trainer import executor as trainer_executor
+from tfx.types import artifact_utils
+from tfx.types import standard_component_specs
+
+from components.common import progress
+from components.distributed_trainer import cluster
+from components.distributed_trainer import spec as trainer_spec
+from components.distributed_trainer import strategy as strategy_lib
+
+OUR_KEYS = (trainer_spec.STRATEGY_KEY, trainer_spec.NUM_WORKERS_KEY,
+            trainer_spec.NUM_PARAMETER_SERVERS_KEY, trainer_spec.COMMUNICATION_KEY,
+            trainer_spec.WORKER_POOL_SPECS_KEY)
+
+
+def backup_folder(input_dict: Dict[str, List[types.Artifact]],
+                  output_dict: Dict[str, List[types.Artifact]],
+                  exec_properties: Dict[str, Any]) -> str:
+  """A BackupAndRestore folder that a rerun of the same training finds again.
+
+  TFX gives every execution a fresh model_run URI, so a backup inside it would be
+  lost with the failed execution. The folder sits beside those URIs instead,
+  named by a fingerprint of the inputs and properties: a rerun on the same inputs
+  resumes, a run on new inputs starts fresh.
+  """
+  fingerprint = hashlib.sha256(json.dumps({
+      'inputs': {key: sorted(artifact.uri for artifact in artifacts)
+                 for key, artifacts in sorted(input_dict.items())},
+      'properties': {key: str(value) for key, value in sorted(exec_properties.items())},
+  }, sort_keys=True).encode()).hexdigest()[:16]
+  model_run_uri = artifact_utils.get_single_uri(
+      output_dict[standard_component_specs.MODEL_RUN_KEY])
+  return os.path.join(os.path.dirname(model_run_uri.rstrip('/')), f'backup-{fingerprint}')
+
+
+@contextlib.contextmanager
+def training_environment(training: strategy_lib.TrainingSettings) -> Iterator[None]:
+  """Describes the training to an in-process run_fn, as worker processes get it."""
+  previous = os.environ.get(strategy_lib.ENVIRONMENT_VARIABLE)
+  os.environ[strategy_lib.ENVIRONMENT_VARIABLE] = training.to_json()
+  try:
+    yield
+  finally:
+    if previous is None:
+      os.environ.pop(strategy_lib.ENVIRONMENT_VARIABLE, None)
+    else:
+      os.environ[strategy_lib.ENVIRONMENT_VARIABLE] = previous
+
+
+class Executor(trainer_executor.GenericExecutor):
+  """Trains in this process for one worker, or on a local cluster of processes."""
+
+  def Do(self, input_dict: Dict[str, List[types.Artifact]],
+         output_dict: Dict[str, List[types.Artifact]],
+         exec_properties: Dict[str, Any]) -> None:
+    trainer_properties = {key: value for key, value in exec_properties.items()
+                          if key not in OUR_KEYS}
+    training = strategy_lib.TrainingSettings(
+        strategy=exec_properties[trainer_spec.STRATEGY_KEY],
+        communication=exec_properties[trainer_spec.COMMUNICATION_KEY],
+        num_workers=int(exec_properties[trainer_spec.NUM_WORKERS_KEY]),
+        num_parameter_servers=int(exec_properties[trainer_spec.NUM_PARAMETER_SERVERS_KEY]),
+        backup_dir=backup_folder(input_dict, output_dict, trainer_properties))
+    with progress.component_timer('DistributedTrainer executor'):
+      if cluster.processes_needed(training) == 1 and training.strategy != 'parameter_server':
+        with training_environment(training):
+          super().Do(input_dict, output_dict, trainer_properties)
+      else:
+        self._run_cluster(training, input_dict, output_dict, trainer_properties)
+      # Training finished: the backup is only for resuming an interrupted run.
+      if tf.io.gfile.exists(training.backup_dir):
+        tf.io.gfile.rmtree(training.backup_dir)
+
+  def _run_cluster(self, training, input_dict, output_dict, exec_properties) -> None:
+    job_dir = tempfile.mkdtemp(prefix='distillery-job-')
+    job_path = os.path.join(job_dir, 'job.json')
+    with open(job_path, 'w') as handle:
+      json.dump({'input_dict': artifact_utils.jsonify_artifact_dict(input_dict),
+                 'output_dict': artifact_utils.jsonify_artifact_dict(output_dict),
+                 'exec_properties': exec_properties}, handle)
+    try:
+      cluster.run(training, job_path)
+    finally:
+      tf.io.gfile.rmtree(job_dir)
+    serving_model_dir = os.path.join(
+        artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY]),
+        'Format-Serving')
+    if not tf.io.gfile.exists(serving_model_dir):
+      raise RuntimeError('DistributedTrainer: the chief finished without exporting a model '
+                         f'to {serving_model_dir}; run_fn must save to '
+                         'fn_args.serving_model_dir.')

@@ -1,0 +1,26 @@
+"""DistributedTrainer's spec: TFX's TrainerSpec plus how to distribute the training."""
+
+from tfx.types import component_spec
+from tfx.types import standard_component_specs
+
+STRATEGY_KEY = 'strategy'
+NUM_WORKERS_KEY = 'num_workers'
+NUM_PARAMETER_SERVERS_KEY = 'num_parameter_servers'
+COMMUNICATION_KEY = 'communication'
+# JSON of the cluster backend's worker pool specs; empty for local processes.
+WORKER_POOL_SPECS_KEY = 'worker_pool_specs'
+
+
+class DistributedTrainerSpec(standard_component_specs.TrainerSpec):
+  """Same inputs and outputs as Trainer, so it drops in where Trainer stands."""
+
+  PARAMETERS = {
+      **standard_component_specs.TrainerSpec.PARAMETERS,
+      STRATEGY_KEY: component_spec.ExecutionParameter(type=str),
+      NUM_WORKERS_KEY: component_spec.ExecutionParameter(type=int),
+      NUM_PARAMETER_SERVERS_KEY: component_spec.ExecutionParameter(type=int),
+      COMMUNICATION_KEY: component_spec.ExecutionParameter(type=str),
+      WORKER_POOL_SPECS_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+  }
+  INPUTS = standard_component_specs.TrainerSpec.INPUTS
+  OUTPUTS = standard_component_specs.TrainerSpec.OUTPUTS

@@ -1,0 +1,214 @@
+"""DistributedTrainer: one export from many workers, parameter servers, kill and resume."""
+
+import glob
+import json
+import logging
+import os
+import signal
+import threading
+import time
+
+import psutil
+import pytest
+import tensorflow as tf
+from tfx import v1 as tfx
+from tfx.types import standard_artifacts
+from tfx.types import standard_component_specs
+
+from components import DistributedTrainer
+from components.common import progress
+from components.distributed_trainer import cluster
+from components.distributed_trainer import executor as trainer_executor
+from components.distributed_trainer import strategy as strategy_lib
+from pipelines import datasets
+from tests import helpers
+
+TABULAR_TEACHER = datasets.module_file('tabular_teacher')
+STOCK_STYLE_MODULE = os.path.join(os.path.dirname(__file__), 'stock_style_module.py')
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory):
+  return helpers.transformed_artifacts(str(tmp_path_factory.mktemp('data')))
+
+
+class ProgressLines(logging.Handler):
+  """Collects the lines the executor shows a person."""
+
+  def __init__(self):
+    super().__init__()
+    self.lines = []
+
+  def emit(self, record):
+    self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def progress_lines():
+  handler = ProgressLines()
+  progress.get_logger().addHandler(handler)
+  yield handler.lines
+  progress.get_logger().removeHandler(handler)
+
+
+def run_executor(data, output_dir, module_file=TABULAR_TEACHER, train_steps=40, epochs=2,
+                 **settings):
+  examples, graph, _ = data
+  model = standard_artifacts.Model()
+  model.uri = os.path.join(output_dir, 'model')
+  model_run = standard_artifacts.ModelRun()
+  model_run.uri = os.path.join(output_dir, 'model_run', str(time.monotonic_ns()))
+  for artifact in (model, model_run):
+    os.makedirs(artifact.uri, exist_ok=True)
+  exec_properties = {
+      'train_args': json.dumps({'num_steps': train_steps}),
+      'eval_args': json.dumps({'num_steps': 2}),
+      'module_file': module_file,
+      'custom_config': json.dumps({'label_column': 'species', 'epochs': epochs,
+                                   'batch_size': 32}),
+      'strategy': settings.get('strategy', 'multi_worker_mirrored'),
+      'num_workers': settings.get('num_workers', 1),
+      'num_parameter_servers': settings.get('num_parameter_servers', 0),
+      'communication': settings.get('communication', 'auto'),
+  }
+  trainer_executor.Executor().Do(
+      {standard_component_specs.EXAMPLES_KEY: [examples],
+       standard_component_specs.TRANSFORM_GRAPH_KEY: [graph]},
+      {standard_component_specs.MODEL_KEY: [model],
+       standard_component_specs.MODEL_RUN_KEY: [model_run]}, exec_properties)
+  return model.uri, model_run.uri
+
+
+def serves_predictions(model_uri, raw_rows):
+  loaded = tf.saved_model.load(os.path.join(model_uri, 'Format-Serving'))
+  serialized = [helpers.serialize({key: value for key, value in row.items()
+                                   if key != 'species'}) for row in raw_rows]
+  outputs = loaded.signatures['serving_default'](examples=tf.constant(serialized))
+  classes = outputs['classes'].numpy()
+  return len(classes) == len(raw_rows) and set(classes) <= {0, 1}
+
+
+def test_two_workers_export_exactly_one_model_and_it_serves(data, tmp_path, progress_lines):
+  scratch_before = set(glob.glob(os.path.join(tempfile_dir(), 'distillery-worker-*')))
+  model_uri, model_run_uri = run_executor(data, str(tmp_path), num_workers=2)
+  assert os.listdir(model_uri) == ['Format-Serving']
+  assert serves_predictions(model_uri, data[2][:50])
+  with open(os.path.join(model_run_uri, 'metrics.json')) as handle:
+    metrics = json.load(handle)
+  assert metrics['global_batch_size'] == 64  # 32 per replica x 2 workers
+  assert glob.glob(os.path.join(model_run_uri, 'train', 'events.out.tfevents*'))
+  assert any(line.startswith('[worker 1] ') for line in progress_lines)
+  assert any('global batch 64 = 32 per replica x 2' in line for line in progress_lines)
+  assert any('all-reduce' in line for line in progress_lines)
+  assert set(glob.glob(os.path.join(tempfile_dir(), 'distillery-worker-*'))) == scratch_before
+
+
+def tempfile_dir():
+  import tempfile
+  return tempfile.gettempdir()
+
+
+def test_parameter_server_with_two_workers_trains(data, tmp_path, progress_lines):
+  model_uri, _ = run_executor(data, str(tmp_path), strategy='parameter_server', num_workers=2,
+                              num_parameter_servers=1)
+  assert serves_predictions(model_uri, data[2][:20])
+  assert any('ParameterServerStrategy' in line for line in progress_lines)
+
+
+def test_a_stock_style_module_runs_unchanged_with_one_worker(data, tmp_path):
+  model_uri, _ = run_executor(data, str(tmp_path), module_file=STOCK_STYLE_MODULE, train_steps=5)
+  assert tf.io.gfile.exists(os.path.join(model_uri, 'Format-Serving', 'saved_model.pb'))
+
+
+def training_processes():
+  return [process for process in psutil.process_iter(['cmdline'])
+          if 'components.distributed_trainer.worker' in ' '.join(process.info['cmdline'] or [])]
+
+
+def test_a_killed_worker_fails_the_run_fast_and_a_rerun_resumes(data, tmp_path, progress_lines):
+  errors = []
+
+  def train():
+    try:
+      run_executor(data, str(tmp_path), num_workers=2, train_steps=600, epochs=6)
+    except RuntimeError as error:
+      errors.append(error)
+
+  thread = threading.Thread(target=train)
+  thread.start()
+  deadline = time.monotonic() + 240
+  while not any('epoch 2/6' in line for line in progress_lines):
+    assert time.monotonic() < deadline and thread.is_alive(), progress_lines[-5:]
+    time.sleep(0.2)
+  [victim] = [process for process in training_processes()
+              if process.info['cmdline'][-2:] == ['worker', '1']]
+  victim.send_signal(signal.SIGKILL)
+  killed_at = time.monotonic()
+  thread.join(timeout=60)
+  assert not thread.is_alive()
+  assert time.monotonic() - killed_at < 30
+  assert errors and 'worker 1 was killed by signal 9' in str(errors[0])
+  assert not training_processes()
+
+  _, model_run_uri = run_executor(data, str(tmp_path), num_workers=2, train_steps=600, epochs=6)
+  with open(os.path.join(model_run_uri, 'metrics.json')) as handle:
+    metrics = json.load(handle)
+  assert metrics['first_epoch'] >= 3  # Epochs 1 and 2 were backed up before the kill.
+  assert metrics['epochs_run'] == 6 - metrics['first_epoch'] + 1
+  assert not glob.glob(os.path.join(tmp_path, 'model_run', 'backup-*'))
+
+
+def channel(artifact_type):
+  return tfx.dsl.Channel(type=artifact_type)
+
+
+def make(**kwargs):
+  return DistributedTrainer(examples=channel(standard_artifacts.Examples),
+                            transform_graph=channel(standard_artifacts.TransformGraph),
+                            module_file=TABULAR_TEACHER, **kwargs)
+
+
+def test_it_has_every_input_and_output_of_trainer():
+  component = make(num_workers=2)
+  stock = tfx.components.Trainer(examples=channel(standard_artifacts.Examples),
+                                 transform_graph=channel(standard_artifacts.TransformGraph),
+                                 module_file=TABULAR_TEACHER)
+  assert set(component.outputs) == set(stock.outputs) == {'model', 'model_run'}
+  assert set(component.spec.INPUTS) == set(stock.spec.INPUTS)
+  assert component.exec_properties['strategy'] == 'multi_worker_mirrored'
+  assert component.exec_properties['num_workers'] == 2
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'num_workers': 0}, 'num_workers must be an integer >= 1; got 0'),
+    ({'strategy': 'horovod'}, 'strategy must be one of one_device, mirrored, '
+                              'multi_worker_mirrored, parameter_server'),
+    ({'strategy': 'parameter_server'}, "strategy 'parameter_server' needs "
+                                       'num_parameter_servers >= 1'),
+    ({'num_parameter_servers': 1}, 'num_parameter_servers is only used by'),
+    ({'communication': 'mpi'}, 'communication must be one of auto, ring, nccl'),
+    ({'strategy': 'mirrored', 'num_workers': 2}, "strategy 'mirrored' runs on one machine"),
+])
+def test_bad_arguments_fail_at_construction_naming_the_parameter(kwargs, message):
+  with pytest.raises(ValueError, match=message):
+    make(**kwargs)
+
+
+def test_no_free_port_is_a_clear_error(monkeypatch):
+  def refuse(self, address):
+    raise OSError(98, 'Address already in use')
+  monkeypatch.setattr(cluster.socket.socket, 'bind', refuse)
+  with pytest.raises(RuntimeError, match='no free port on 127.0.0.1: num_workers'):
+    cluster.pick_free_ports(3)
+
+
+def test_tasks_are_laid_out_per_strategy():
+  mwms = strategy_lib.TrainingSettings(num_workers=3)
+  assert [task.label for task in cluster.plan_tasks(mwms, [1, 2, 3])] == [
+      'worker 0', 'worker 1', 'worker 2']
+  ps = strategy_lib.TrainingSettings(strategy='parameter_server', num_workers=2,
+                                     num_parameter_servers=1)
+  tasks = cluster.plan_tasks(ps, [1, 2, 3, 4])
+  assert [(task.label, task.trains) for task in tasks] == [
+      ('chief 0', True), ('worker 0', False), ('worker 1', False), ('ps 0', False)]
+  assert cluster.cluster_spec(tasks)['ps'] == ['127.0.0.1:4']
