@@ -46,51 +46,37 @@ class ComponentProgressHandler(logging.Handler):
 def console_shows_progress_only(log_path: str) -> Iterator[ComponentProgressHandler]:
   """Console: our progress lines and errors. `log_path`: everything else.
 
-  TFX, Beam, TensorFlow and the pip/setuptools subprocesses that package module
-  files all write to the process's stdout and stderr, so those file descriptors
-  point at the log file while the pipeline runs.
-
   Args:
     log_path: File that receives every other line, library logs at INFO included.
 
   Yields:
     The handler that logs component start and end, keeping their wall times.
   """
-  sys.stdout.flush()
-  sys.stderr.flush()
-  console_out = os.fdopen(os.dup(1), 'w', buffering=1)
-  console_err = os.fdopen(os.dup(2), 'w', buffering=1)
-  progress.set_console(console_out)
   log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
   root_logger = logging.getLogger()
   root_logger.setLevel(logging.INFO)
   file_handler = logging.FileHandler(log_path)
   file_handler.setFormatter(logging.Formatter('%(asctime)s %(levelname)s %(name)s %(message)s'))
-  errors_handler = logging.StreamHandler(console_err)
-  errors_handler.setLevel(logging.ERROR)
   root_logger.addHandler(file_handler)
-  root_logger.addHandler(errors_handler)
-
   import absl.logging  # pylint: disable=g-import-not-at-top
   # Through the flag, not setLevel: Transform saves and restores the verbosity.
   absl.logging.set_verbosity(absl.logging.INFO)
   handler = ComponentProgressHandler()
   logging.getLogger('absl').addHandler(handler)
-  os.dup2(log_fd, 1)
-  os.dup2(log_fd, 2)
+  console_errors = os.fdopen(os.dup(2), 'w', buffering=1)
+  errors_handler = logging.StreamHandler(console_errors)
+  errors_handler.setLevel(logging.ERROR)
+  root_logger.addHandler(errors_handler)
   try:
-    yield handler
+    with progress.process_output_to(log_fd, include_stderr=True):
+      yield handler
   finally:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(console_out.fileno(), 1)
-    os.dup2(console_err.fileno(), 2)
+    root_logger.removeHandler(errors_handler)
+    console_errors.close()
     os.close(log_fd)
     logging.getLogger('absl').removeHandler(handler)
-    root_logger.removeHandler(errors_handler)
     root_logger.removeHandler(file_handler)
     file_handler.close()
-    progress.set_console(sys.stdout)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:

@@ -5,9 +5,10 @@ No TensorFlow import here, so command lines can log before TensorFlow loads.
 
 import contextlib
 import logging
+import os
 import sys
 import time
-from typing import Iterator
+from typing import Iterator, TextIO
 
 LOGGER_NAME = 'distillery'
 
@@ -46,3 +47,38 @@ def component_timer(component_name: str) -> Iterator[None]:
     raise
   logger.info('%s: finished in %.1f s', component_name,
               time.monotonic() - start)
+
+
+@contextlib.contextmanager
+def process_output_to(target_fd: int, include_stderr: bool) -> Iterator[TextIO]:
+  """Points this process's stdout (and stderr) file descriptors at `target_fd`.
+
+  TFX packages module files with pip and setuptools subprocesses, and TensorFlow
+  logs from C++; they write to the file descriptors, not to `sys.stdout`, so
+  only redirecting those keeps a console readable.
+
+  Args:
+    target_fd: Open file descriptor that receives the output.
+    include_stderr: Redirect stderr too (else only stdout).
+
+  Yields:
+    A stream on the original stdout; progress lines are sent there meanwhile.
+  """
+  sys.stdout.flush()
+  sys.stderr.flush()
+  redirected = (1, 2) if include_stderr else (1,)
+  originals = {fd: os.dup(fd) for fd in redirected}
+  console = os.fdopen(os.dup(originals[1]), 'w', buffering=1)
+  set_console(console)
+  for fd in redirected:
+    os.dup2(target_fd, fd)
+  try:
+    yield console
+  finally:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for fd, original in originals.items():
+      os.dup2(original, fd)
+      os.close(original)
+    set_console(sys.stdout)
+    console.close()

@@ -45,7 +45,7 @@ class IngestionTransform(tfx.components.Transform):
                splits_config: Optional[tfx.proto.SplitsConfig] = None,
                custom_config: Optional[Dict[str, Any]] = None,
                num_shards: int = DEFAULT_NUM_SHARDS,
-               cache: str = 'none',
+               cache: str = 'auto',
                cache_path: Optional[str] = None,
                cycle_length: int = 8,
                deterministic: bool = False,
@@ -62,7 +62,9 @@ class IngestionTransform(tfx.components.Transform):
       splits_config: Which splits to analyze and transform, as for Transform.
       custom_config: Passed to `preprocessing_fn` if it takes `custom_config`.
       num_shards: GZIP TFRecord shards written per split (>= 1).
-      cache: How trainers cache parsed batches: `none`, `memory` or `file`.
+      cache: How trainers cache parsed batches: `auto` (in memory when the
+        transformed data is small enough, see `executor.MEMORY_CACHE_MAX_BYTES`),
+        `none`, `memory` or `file`.
       cache_path: Cache file prefix; required when `cache` is `file`.
       cycle_length: Shards the reader interleaves at once (>= 1).
       deterministic: Whether readers keep a reproducible order (slower).
@@ -83,10 +85,13 @@ class IngestionTransform(tfx.components.Transform):
         direct_num_processes == 1):
       raise ValueError('direct_num_processes must be None (choose by data size), 0 (in '
                        f'memory) or an integer >= 2; got {direct_num_processes!r}.')
-    # Raises ValueError naming cache, cache_path, cycle_length or shuffle_buffer.
+    cache_modes = (executor.AUTO_CACHE,) + reading.CACHE_MODES
+    if cache not in cache_modes:
+      raise ValueError(f'cache must be one of {", ".join(cache_modes)}; got {cache!r}.')
+    # Raises ValueError naming cache_path, cycle_length or shuffle_buffer.
     reading.IngestionOptions(cycle_length=cycle_length, deterministic=deterministic,
-                             cache=cache, cache_path=cache_path or '',
-                             shuffle_buffer=shuffle_buffer)
+                             cache='none' if cache == executor.AUTO_CACHE else cache,
+                             cache_path=cache_path or '', shuffle_buffer=shuffle_buffer)
     super().__init__(examples=examples, schema=schema, module_file=module_file,
                      preprocessing_fn=preprocessing_fn, splits_config=splits_config,
                      custom_config=custom_config, **transform_kwargs)

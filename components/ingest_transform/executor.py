@@ -19,6 +19,10 @@ from components.ingest_transform import spec as ingest_spec
 # compressed input examples the in-memory DirectRunner is faster.
 MULTI_PROCESSING_MIN_BYTES = 256 * 1024 * 1024
 MULTI_PROCESSING_WORKERS = 2
+AUTO_CACHE = 'auto'
+# `cache='auto'` keeps parsed batches in memory below this many bytes of
+# compressed transformed examples (parsed tensors take several times more).
+MEMORY_CACHE_MAX_BYTES = 256 * 1024 * 1024
 
 
 def sharded_transform_processor(num_shards: int):
@@ -58,8 +62,8 @@ def use_transform_processor(processor_class):
     transform_executor.TransformProcessor = stock
 
 
-def input_bytes(examples: List[types.Artifact]) -> int:
-  """Bytes of the input examples across every split."""
+def artifact_bytes(examples: List[types.Artifact]) -> int:
+  """Bytes of the files under the artifacts' URIs (every split)."""
   total = 0
   for artifact in examples:
     for folder, _, files in tf.io.gfile.walk(artifact.uri):
@@ -112,18 +116,23 @@ class Executor(transform_executor.Executor):
       extra_args = direct_runner_args(
           self._beam_pipeline_args,
           int(exec_properties.get(ingest_spec.DIRECT_NUM_PROCESSES_KEY, -1)),
-          input_bytes(input_dict[standard_component_specs.EXAMPLES_KEY]))
+          artifact_bytes(input_dict[standard_component_specs.EXAMPLES_KEY]))
       self._beam_pipeline_args = list(self._beam_pipeline_args) + extra_args
       progress.get_logger().info('IngestionTransform: %d shards per split, Beam %s',
                                  num_shards, ' '.join(extra_args) or 'as configured')
       with use_transform_processor(sharded_transform_processor(num_shards)):
         super().Do(input_dict, output_dict, exec_properties)
 
+      transformed = output_dict.get(standard_component_specs.TRANSFORMED_EXAMPLES_KEY, [])
+      cache = exec_properties[ingest_spec.CACHE_KEY]
+      if cache == AUTO_CACHE:
+        cache = 'memory' if artifact_bytes(transformed) <= MEMORY_CACHE_MAX_BYTES else 'none'
       options = reading.IngestionOptions(
           cycle_length=int(exec_properties[ingest_spec.CYCLE_LENGTH_KEY]),
           deterministic=bool(exec_properties[ingest_spec.DETERMINISTIC_KEY]),
-          cache=exec_properties[ingest_spec.CACHE_KEY],
+          cache=cache,
           cache_path=exec_properties.get(ingest_spec.CACHE_PATH_KEY) or '',
           shuffle_buffer=int(exec_properties[ingest_spec.SHUFFLE_BUFFER_KEY]))
-      for artifact in output_dict.get(standard_component_specs.TRANSFORMED_EXAMPLES_KEY, []):
+      for artifact in transformed:
         write_options(artifact.uri, options)
+      progress.get_logger().info('IngestionTransform: readers will use %s', options.to_json())

@@ -44,7 +44,8 @@ def test_it_has_every_input_and_output_of_transform():
 
 @pytest.mark.parametrize('kwargs, message', [
     ({'num_shards': 0}, 'num_shards must be an integer >= 1; got 0'),
-    ({'cache': 'ssd'}, "cache must be one of none, memory, file; got 'ssd'"),
+    ({'cache': 'ssd'}, "cache must be one of auto, none, memory, file; got 'ssd'"),
+    ({'shuffle_buffer': -5}, 'shuffle_buffer must be an integer >= 0'),
     ({'cache': 'file'}, 'cache_path must be set'),
     ({'cycle_length': 0}, 'cycle_length'),
     ({'direct_num_processes': 1}, 'direct_num_processes'),
@@ -92,7 +93,7 @@ def pipeline_run(tmp_path_factory):
   schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'])
   transform = IngestionTransform(examples=example_gen.outputs['examples'],
                                  schema=schema_gen.outputs['schema'],
-                                 module_file=STOCK_TAXI_MODULE, num_shards=3, cache='memory')
+                                 module_file=STOCK_TAXI_MODULE, num_shards=3)
   metadata_path = str(tmp_path / 'metadata.sqlite')
   tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
       pipeline_name='ingest', pipeline_root=str(tmp_path / 'root'),
@@ -118,6 +119,7 @@ def test_a_stock_preprocessing_fn_runs_and_writes_the_requested_shards(pipeline_
         f'-0000{index}-of-00003.gz' for index in range(3)]
   with open(os.path.join(artifact.uri, reading.OPTIONS_FILE_NAME)) as handle:
     recorded = json.load(handle)
+  # cache='auto' chose memory: a 600-row sample is far below the size limit.
   assert recorded['cache'] == 'memory' and recorded['cycle_length'] == 8
   assert reading.read_options(artifact.uri) == reading.IngestionOptions(cache='memory')
   assert latest(metadata_path, 'TransformGraph')
