@@ -18,6 +18,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 import tempfile
 import time
 
@@ -185,6 +186,7 @@ def main():
   args = parser.parse_args()
   # Library and subprocess chatter goes to stderr; stdout carries only the JSON.
   with progress.process_output_to(2, include_stderr=False):
+    progress.set_console(sys.stderr)
     result = run(args.examples, args.open_latency_ms, args.work_dir, args.train_steps)
   print(json.dumps(result) if args.json else json.dumps(result, indent=2), flush=True)
 

@@ -281,6 +281,8 @@ def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_
       'first_epoch': epoch_progress.first_epoch,
       'epochs_run': epoch_progress.epochs_run,
       'global_batch_size': global_batch_size,
+      'steps_per_epoch': steps_per_epoch,
+      'epoch_seconds': epoch_progress.epoch_seconds,
   })
   export_serving_model(model, tf_transform_output, label_column, fn_args.serving_model_dir)
   return model

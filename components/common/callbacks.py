@@ -24,6 +24,7 @@ class EpochProgress(tf_keras.callbacks.Callback):
     self._epoch_start = 0.0
     self.first_epoch: Optional[int] = None
     self.epochs_run = 0
+    self.epoch_seconds = []
 
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch_start = time.monotonic()
@@ -32,11 +33,12 @@ class EpochProgress(tf_keras.callbacks.Callback):
 
   def on_epoch_end(self, epoch, logs=None):
     self.epochs_run += 1
+    self.epoch_seconds.append(time.monotonic() - self._epoch_start)
     metrics = ' '.join(f'{name}={value:.4f}' for name, value in sorted((logs or {}).items())
                        if isinstance(value, (int, float)))
     progress.get_logger().info('%s epoch %d/%s: %s (%.1f s)', self._description, epoch + 1,
                                self.params.get('epochs', '?'), metrics,
-                               time.monotonic() - self._epoch_start)
+                               self.epoch_seconds[-1])
 
 
 def suggested_batch_size(per_replica_batch_size: int, communication_seconds: float,

@@ -1,5 +1,6 @@
 """DistributedTrainer: TFX's Trainer, trained with tf.distribute on one or many workers."""
 
+import json
 from typing import Any, Dict, Optional
 
 from tfx import v1 as tfx
@@ -50,7 +51,8 @@ class DistributedTrainer(tfx.components.Trainer):
                strategy: str = 'multi_worker_mirrored',
                num_workers: int = 1,
                num_parameter_servers: int = 0,
-               communication: str = 'auto'):
+               communication: str = 'auto',
+               vertex_training: Optional[Dict[str, Any]] = None):
     """Constructs a DistributedTrainer.
 
     Args:
@@ -71,11 +73,29 @@ class DistributedTrainer(tfx.components.Trainer):
       num_parameter_servers: Parameter servers; only for `parameter_server` (>= 1).
       communication: Collective implementation: `auto`, `ring` or `nccl` (NCCL
         on GPUs, ring on CPUs).
+      vertex_training: Train on Vertex AI worker pools instead of local
+        processes: `project`, `region` and `image` (with TFX and this package),
+        optionally `machine_type`, `accelerator_type`, `accelerator_count`.
 
     Raises:
       ValueError: naming the argument that is not allowed.
     """
     strategy_lib.validate(strategy, num_workers, num_parameter_servers, communication)
+    vertex_json = None
+    if vertex_training is not None:
+      missing = [key for key in ('project', 'region', 'image') if not vertex_training.get(key)]
+      if missing:
+        raise ValueError(f'vertex_training needs {", ".join(missing)}; got keys '
+                         f'{sorted(vertex_training)}.')
+      vertex_json = json.dumps({
+          'project': vertex_training['project'],
+          'region': vertex_training['region'],
+          'worker_pool_specs': strategy_lib.worker_pool_specs(
+              strategy, num_workers, num_parameter_servers, vertex_training['image'],
+              vertex_training.get('machine_type', 'n1-standard-8'),
+              vertex_training.get('accelerator_type'),
+              int(vertex_training.get('accelerator_count', 0))),
+      }, sort_keys=True)
     super().__init__(examples=examples, transform_graph=transform_graph, schema=schema,
                      base_model=base_model, hyperparameters=hyperparameters,
                      module_file=module_file, run_fn=run_fn, train_args=train_args,
@@ -87,6 +107,7 @@ class DistributedTrainer(tfx.components.Trainer):
         **{trainer_spec.STRATEGY_KEY: strategy,
            trainer_spec.NUM_WORKERS_KEY: num_workers,
            trainer_spec.NUM_PARAMETER_SERVERS_KEY: num_parameter_servers,
-           trainer_spec.COMMUNICATION_KEY: communication})
+           trainer_spec.COMMUNICATION_KEY: communication,
+           trainer_spec.VERTEX_TRAINING_KEY: vertex_json})
 
   EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)

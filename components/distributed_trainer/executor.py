@@ -20,7 +20,7 @@ from components.distributed_trainer import strategy as strategy_lib
 
 OUR_KEYS = (trainer_spec.STRATEGY_KEY, trainer_spec.NUM_WORKERS_KEY,
             trainer_spec.NUM_PARAMETER_SERVERS_KEY, trainer_spec.COMMUNICATION_KEY,
-            trainer_spec.WORKER_POOL_SPECS_KEY)
+            trainer_spec.VERTEX_TRAINING_KEY)
 
 
 def backup_folder(input_dict: Dict[str, List[types.Artifact]],
@@ -72,6 +72,10 @@ class Executor(trainer_executor.GenericExecutor):
         num_parameter_servers=int(exec_properties[trainer_spec.NUM_PARAMETER_SERVERS_KEY]),
         backup_dir=backup_folder(input_dict, output_dict, trainer_properties))
     with progress.component_timer('DistributedTrainer executor'):
+      if exec_properties.get(trainer_spec.VERTEX_TRAINING_KEY):
+        self._run_on_vertex(input_dict, output_dict, trainer_properties,
+                            json.loads(exec_properties[trainer_spec.VERTEX_TRAINING_KEY]))
+        return
       if cluster.processes_needed(training) == 1 and training.strategy != 'parameter_server':
         with training_environment(training):
           super().Do(input_dict, output_dict, trainer_properties)
@@ -80,6 +84,20 @@ class Executor(trainer_executor.GenericExecutor):
       # Training finished: the backup is only for resuming an interrupted run.
       if tf.io.gfile.exists(training.backup_dir):
         tf.io.gfile.rmtree(training.backup_dir)
+
+  def _run_on_vertex(self, input_dict, output_dict, exec_properties, vertex_training) -> None:
+    """Hands the worker pools to TFX's Vertex AI training extension instead of local processes."""
+    from tfx.extensions.google_cloud_ai_platform import constants as vertex_constants  # pylint: disable=g-import-not-at-top
+    from tfx.extensions.google_cloud_ai_platform.trainer import executor as vertex_executor  # pylint: disable=g-import-not-at-top
+    custom_config = json.loads(exec_properties.get('custom_config') or 'null') or {}
+    custom_config[vertex_executor.TRAINING_ARGS_KEY] = {
+        'project': vertex_training['project'],
+        'worker_pool_specs': vertex_training['worker_pool_specs'],
+    }
+    custom_config[vertex_constants.ENABLE_VERTEX_KEY] = True
+    custom_config[vertex_constants.VERTEX_REGION_KEY] = vertex_training['region']
+    vertex_executor.GenericExecutor().Do(
+        input_dict, output_dict, {**exec_properties, 'custom_config': json.dumps(custom_config)})
 
   def _run_cluster(self, training, input_dict, output_dict, exec_properties) -> None:
     job_dir = tempfile.mkdtemp(prefix='distillery-job-')

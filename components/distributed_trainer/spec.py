@@ -7,8 +7,9 @@ STRATEGY_KEY = 'strategy'
 NUM_WORKERS_KEY = 'num_workers'
 NUM_PARAMETER_SERVERS_KEY = 'num_parameter_servers'
 COMMUNICATION_KEY = 'communication'
-# JSON of the cluster backend's worker pool specs; empty for local processes.
-WORKER_POOL_SPECS_KEY = 'worker_pool_specs'
+# JSON of the Vertex AI training job (project, region, worker pool specs); absent
+# for local processes.
+VERTEX_TRAINING_KEY = 'vertex_training'
 
 
 class DistributedTrainerSpec(standard_component_specs.TrainerSpec):
@@ -20,7 +21,7 @@ class DistributedTrainerSpec(standard_component_specs.TrainerSpec):
       NUM_WORKERS_KEY: component_spec.ExecutionParameter(type=int),
       NUM_PARAMETER_SERVERS_KEY: component_spec.ExecutionParameter(type=int),
       COMMUNICATION_KEY: component_spec.ExecutionParameter(type=str),
-      WORKER_POOL_SPECS_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      VERTEX_TRAINING_KEY: component_spec.ExecutionParameter(type=str, optional=True),
   }
   INPUTS = standard_component_specs.TrainerSpec.INPUTS
   OUTPUTS = standard_component_specs.TrainerSpec.OUTPUTS

@@ -8,7 +8,7 @@ cluster. No module file ever builds a TF_CONFIG itself.
 import dataclasses
 import json
 import os
-from typing import Optional
+from typing import List, Optional
 
 STRATEGIES = ('one_device', 'mirrored', 'multi_worker_mirrored', 'parameter_server')
 COMMUNICATIONS = ('auto', 'ring', 'nccl')
@@ -79,9 +79,69 @@ def validate(strategy: str, num_workers: int, num_parameter_servers: int,
 
 
 def settings(fn_args=None) -> TrainingSettings:
-  """The settings of this training process (defaults outside a DistributedTrainer)."""
+  """The settings of this training process.
+
+  Local processes of a DistributedTrainer get them in `DISTILLERY_TRAINING`. On a
+  cluster backend (Vertex AI worker pools) only TF_CONFIG is set, and the cluster
+  it describes decides. Outside both, training uses one device.
+  """
   del fn_args  # The settings travel in the environment, for every process alike.
-  return TrainingSettings.from_environment() or TrainingSettings(strategy='one_device')
+  from_environment = TrainingSettings.from_environment()
+  if from_environment:
+    return from_environment
+  tf_config = json.loads(os.environ.get('TF_CONFIG') or '{}')
+  cluster = tf_config.get('cluster', {})
+  task_type = tf_config.get('task', {}).get('type', 'chief')
+  if cluster.get('ps'):
+    return TrainingSettings(strategy='parameter_server',
+                            num_workers=len(cluster.get('worker', [])),
+                            num_parameter_servers=len(cluster['ps']),
+                            is_chief=task_type == 'chief')
+  workers = len(cluster.get('chief', [])) + len(cluster.get('worker', []))
+  if workers > 1:
+    is_chief = task_type == 'chief' or (
+        not cluster.get('chief') and tf_config.get('task', {}).get('index', 0) == 0)
+    return TrainingSettings(num_workers=workers, is_chief=is_chief)
+  return TrainingSettings(strategy='one_device')
+
+
+def worker_pool_specs(strategy: str, num_workers: int, num_parameter_servers: int,
+                      image: str, machine_type: str = 'n1-standard-8',
+                      accelerator_type: Optional[str] = None,
+                      accelerator_count: int = 0) -> List[dict]:
+  """Vertex AI CustomJob worker pools for the same cluster the local run would start.
+
+  Pool 0 is the chief, pool 1 the other workers and pool 2 the parameter servers,
+  as Vertex AI lays them out (it then sets each replica's TF_CONFIG).
+
+  Args:
+    strategy: `multi_worker_mirrored` or `parameter_server` (others run on one replica).
+    num_workers: As for DistributedTrainer.
+    num_parameter_servers: As for DistributedTrainer.
+    image: Container image with TFX and this package installed.
+    machine_type: Compute Engine machine type of every replica.
+    accelerator_type: E.g. `NVIDIA_TESLA_T4`; None for CPUs.
+    accelerator_count: Accelerators per training replica.
+
+  Returns:
+    The `worker_pool_specs` list.
+  """
+  training_machine = {'machine_type': machine_type}
+  if accelerator_type:
+    training_machine.update(accelerator_type=accelerator_type,
+                            accelerator_count=accelerator_count)
+
+  def pool(replicas, machine):
+    return {'machine_spec': machine, 'replica_count': replicas,
+            'container_spec': {'image_uri': image}}
+
+  if strategy == 'parameter_server':
+    return [pool(1, training_machine), pool(num_workers, training_machine),
+            pool(num_parameter_servers, {'machine_type': machine_type})]
+  pools = [pool(1, training_machine)]
+  if strategy == 'multi_worker_mirrored' and num_workers > 1:
+    pools.append(pool(num_workers - 1, training_machine))
+  return pools
 
 
 def strategy_for(fn_args=None):

@@ -212,3 +212,51 @@ def test_tasks_are_laid_out_per_strategy():
   assert [(task.label, task.trains) for task in tasks] == [
       ('chief 0', True), ('worker 0', False), ('worker 1', False), ('ps 0', False)]
   assert cluster.cluster_spec(tasks)['ps'] == ['127.0.0.1:4']
+
+
+def test_vertex_training_compiles_to_worker_pools_in_a_kubeflow_dag(tmp_path):
+  example_gen = tfx.components.CsvExampleGen(input_base=str(tmp_path / 'data'))
+  trainer = DistributedTrainer(
+      examples=example_gen.outputs['examples'], module_file=TABULAR_TEACHER,
+      strategy='multi_worker_mirrored', num_workers=4,
+      vertex_training={'project': 'my-project', 'region': 'europe-west4',
+                       'image': 'europe-docker.pkg.dev/my-project/distillery:latest',
+                       'accelerator_type': 'NVIDIA_TESLA_T4', 'accelerator_count': 2})
+  output = tmp_path / 'pipeline.json'
+  runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
+      config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
+          default_image='distillery:test'),
+      output_filename=str(output))
+  runner.run(tfx.dsl.Pipeline(pipeline_name='vertex-compile', pipeline_root=str(tmp_path / 'root'),
+                              components=[example_gen, trainer]))
+  compiled = json.loads(output.read_text())
+  parameters = compiled['pipelineSpec']['root']['dag']['tasks']['DistributedTrainer']['inputs'][
+      'parameters']
+  vertex = json.loads(
+      parameters['vertex_training']['runtimeValue']['constantValue']['stringValue'])
+  pools = vertex['worker_pool_specs']
+  assert [pool['replica_count'] for pool in pools] == [1, 3]
+  assert pools[0]['machine_spec']['accelerator_count'] == 2
+  assert vertex['region'] == 'europe-west4'
+
+
+def test_vertex_training_without_an_image_is_rejected():
+  with pytest.raises(ValueError, match='vertex_training needs image'):
+    make(vertex_training={'project': 'p', 'region': 'r'})
+
+
+def test_parameter_server_pools_put_servers_in_pool_two():
+  pools = strategy_lib.worker_pool_specs('parameter_server', 3, 2, 'image')
+  assert [pool['replica_count'] for pool in pools] == [1, 3, 2]
+
+
+def test_settings_follow_tf_config_on_a_cluster_backend(monkeypatch):
+  monkeypatch.delenv(strategy_lib.ENVIRONMENT_VARIABLE, raising=False)
+  monkeypatch.setenv('TF_CONFIG', json.dumps({
+      'cluster': {'chief': ['a:1'], 'worker': ['b:1', 'c:1']},
+      'task': {'type': 'worker', 'index': 1}}))
+  settings = strategy_lib.settings()
+  assert settings.strategy == 'multi_worker_mirrored' and settings.num_workers == 3
+  assert not settings.is_chief
+  monkeypatch.delenv('TF_CONFIG')
+  assert strategy_lib.settings().strategy == 'one_device'
