@@ -112,8 +112,8 @@ def input_wait_fraction(pattern: str, tf_transform_output, options: reading.Inge
   model = taxi_teacher.build_teacher(tf_transform_output)
   loss_fn, _ = base.loss_and_metrics(units)
   optimizer = tf_keras.optimizers.Adam()
-  dataset = reading.make_dataset(pattern, tf_transform_output, BATCH_SIZE, options).map(
-      base.prepare_labels(units))
+  dataset = reading.make_dataset(pattern, tf_transform_output, BATCH_SIZE, options,
+                                 batch_map_fn=base.prepare_labels(units))
   iterator = iter(dataset)
 
   @tf.function

@@ -23,6 +23,7 @@ LABEL_VOCABULARY = 'label'
 SERVING_SIGNATURE = 'serving_default'
 TRANSFORM_SIGNATURE = 'transform_features'
 METRICS_FILE_NAME = 'metrics.json'
+STEPS_PER_EXECUTION = 16
 
 ModelBuilder = Callable[[tft.TFTransformOutput, Optional[dict]], tf_keras.Model]
 
@@ -245,21 +246,30 @@ def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_
   options = reading.read_options(os.path.dirname(os.path.dirname(fn_args.train_files[0])))
 
   prepare = prepare_labels(units)
+  # Whole batches only: workers must all-gather equally shaped (embedding) gradients.
   train_dataset = reading.make_dataset(fn_args.train_files, tf_transform_output,
-                                       global_batch_size, options).map(prepare)
+                                       global_batch_size, options, batch_map_fn=prepare,
+                                       drop_remainder=True)
   eval_dataset = reading.make_dataset(fn_args.eval_files, tf_transform_output,
-                                      global_batch_size, options).map(prepare)
+                                      global_batch_size, options, batch_map_fn=prepare)
 
+  # Several steps per call amortise the per-call cost of a step (Python, and for
+  # several workers the collective launch and synchronisation), which dominates
+  # small batches.
+  steps_per_execution = max(1, min(steps_per_epoch, int(config_value(
+      fn_args, 'steps_per_execution', STEPS_PER_EXECUTION))))
   with strategy.scope():
     model = build_model(tf_transform_output, getattr(fn_args, 'hyperparameters', None))
     loss, metrics = loss_and_metrics(units)
     model.compile(optimizer=tf_keras.optimizers.Adam(
-        float(config_value(fn_args, 'learning_rate', 1e-3))), loss=loss, metrics=metrics)
+        float(config_value(fn_args, 'learning_rate', 1e-3))), loss=loss, metrics=metrics,
+                  steps_per_execution=steps_per_execution)
   progress.get_logger().info(
       '%s: %d parameters, %s x %d replicas, global batch %d = %d per replica x %d, '
-      '%d epochs x %d steps', model_name, model.count_params(),
+      '%d epochs x %d steps, %d steps per call', model_name, model.count_params(),
       type(strategy).__name__, strategy.num_replicas_in_sync, global_batch_size,
-      per_replica_batch_size, strategy.num_replicas_in_sync, epochs, steps_per_epoch)
+      per_replica_batch_size, strategy.num_replicas_in_sync, epochs, steps_per_epoch,
+      steps_per_execution)
   epoch_progress = callbacks.EpochProgress(model_name)
   training_callbacks = [epoch_progress, tf_keras.callbacks.TensorBoard(fn_args.model_run_dir)]
   if distribution.backup_dir(fn_args):

@@ -55,7 +55,7 @@ def suggested_batch_size(per_replica_batch_size: int, communication_seconds: flo
 
 
 class CommunicationProfile(tf_keras.callbacks.Callback):
-  """After the first epoch, splits step time into all-reduce and compute.
+  """After the second epoch (the first traces), splits step time into all-reduce and compute.
 
   It times an all-reduce of tensors shaped like the model's gradients under the
   training strategy (every worker runs it in lockstep, as collectives require),
@@ -68,17 +68,26 @@ class CommunicationProfile(tf_keras.callbacks.Callback):
     self._per_replica_batch_size = per_replica_batch_size
     self._repeats = repeats
     self._epoch_start = 0.0
+    self._train_seconds: Optional[float] = None
     self.step_seconds: Optional[float] = None
     self.communication_seconds: Optional[float] = None
 
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch_start = time.monotonic()
+    self._train_seconds = None
+
+  def on_test_begin(self, logs=None):
+    # Validation starts when the epoch's training steps are done.
+    if self._train_seconds is None:
+      self._train_seconds = time.monotonic() - self._epoch_start
 
   def on_epoch_end(self, epoch, logs=None):
-    if self.step_seconds is not None:
+    # The first epoch pays for tracing; measure on the second when there is one.
+    last_epoch = epoch + 1 >= (self.params.get('epochs') or 1)
+    if self.step_seconds is not None or (epoch == 0 and not last_epoch):
       return
-    steps = self.params.get('steps') or 1
-    self.step_seconds = (time.monotonic() - self._epoch_start) / steps
+    train_seconds = self._train_seconds or (time.monotonic() - self._epoch_start)
+    self.step_seconds = train_seconds / (self.params.get('steps') or 1)
     self.communication_seconds = self._time_all_reduce()
     compute_seconds = max(self.step_seconds - self.communication_seconds, 0.0)
     share = self.communication_seconds / max(self.step_seconds, 1e-9)

@@ -129,7 +129,8 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
                  num_epochs: Optional[int] = None,
                  drop_remainder: bool = False,
                  num_workers: Optional[int] = None,
-                 record_dataset_fn: Optional[RecordDatasetFn] = None) -> tf.data.Dataset:
+                 record_dataset_fn: Optional[RecordDatasetFn] = None,
+                 batch_map_fn: Optional[Callable] = None) -> tf.data.Dataset:
   """Builds the tuned input pipeline over transformed TFRecord shards.
 
   Args:
@@ -145,6 +146,9 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
     num_workers: Workers reading in parallel; read from TF_CONFIG when None.
     record_dataset_fn: Opens one shard as a dataset of serialized records; a
       GZIP/ZLIB `TFRecordDataset` per `options.compression` when None.
+    batch_map_fn: Per-batch work on the parsed `(features, label)` (or features),
+      run in the same parallel map as the parse, so it is cached and prefetched
+      with it instead of running on the training thread.
 
   Returns:
     A `tf.data.Dataset` of `(features, label)` batches, or of feature dicts.
@@ -166,10 +170,10 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
 
   def parse_batch(serialized: tf.Tensor):
     features = tf.io.parse_example(serialized, feature_spec)
-    if label_key is None:
-      return features
-    label = features.pop(label_key)
-    return features, label
+    parsed = features if label_key is None else (features, features.pop(label_key))
+    if batch_map_fn is None:
+      return parsed
+    return batch_map_fn(*parsed) if label_key is not None else batch_map_fn(parsed)
 
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if options.shuffle_files:

@@ -25,6 +25,8 @@ LOOPBACK = '127.0.0.1'
 POLL_SECONDS = 0.2
 TAIL_LINES = 30
 WORKER_MODULE = 'components.distributed_trainer.worker'
+# Not a child of the progress logger: workers' other output goes to the log, not the console.
+WORKER_OUTPUT_LOGGER = 'distillery_worker_output'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +119,7 @@ class _Process:
       if is_progress:
         progress.get_logger().info('%s%s', prefix, line)
       else:
-        logging.getLogger('distillery.workers').info('%s%s', prefix, line)
+        logging.getLogger(WORKER_OUTPUT_LOGGER).info('%s%s', prefix, line)
 
   def stop(self):
     """SIGKILLs the whole process group; the task may be stuck in a collective op."""

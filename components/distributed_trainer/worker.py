@@ -30,6 +30,12 @@ def main(job_path: str, job_name: str, task_index: int) -> int:
                                   task_index=task_index, protocol='grpc', start=True)
     server.join()  # Serves until the executor stops this process.
     return 0
+  # Local processes share this machine's cores: without a cap each one sizes its
+  # thread pools for all of them, and the oversubscribed workers then wait for
+  # each other at every all-reduce.
+  cores_per_process = max(1, (os.cpu_count() or 1) // max(1, training.num_workers))
+  tf.config.threading.set_intra_op_parallelism_threads(cores_per_process)
+  tf.config.threading.set_inter_op_parallelism_threads(cores_per_process)
   # Collective ops must be configured before any other TensorFlow work, so the
   # strategy is created now; run_fn gets this instance from strategy_for().
   strategy_lib.strategy_for()

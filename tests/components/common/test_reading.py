@@ -125,3 +125,15 @@ def test_no_matching_files_is_a_clear_error(transformed, tmp_path):
   tf_transform_output, _ = transformed
   with pytest.raises(FileNotFoundError, match='No files match'):
     reading.make_dataset(str(tmp_path / 'none*'), tf_transform_output, 8)
+
+
+def test_batch_map_fn_runs_on_every_parsed_batch(transformed):
+  tf_transform_output, pattern = transformed
+
+  def add_one_to_labels(features, labels):
+    return features, labels + 1
+
+  dataset = reading.make_dataset(pattern, tf_transform_output, 100, num_epochs=1,
+                                 batch_map_fn=add_one_to_labels)
+  labels = np.concatenate([batch_labels for _, batch_labels in dataset.as_numpy_iterator()])
+  assert sorted(set(labels.tolist())) == [1, 2, 3]
