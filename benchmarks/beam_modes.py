@@ -10,16 +10,13 @@ Usage:
 """
 
 import argparse
-import json
 import os
-import sys
 import tempfile
 
 from tfx import v1 as tfx
 
 import components
 from benchmarks import common
-from components.common import progress
 from pipelines import datasets
 
 
@@ -83,10 +80,8 @@ def main():
                                                           'distillery-beam-modes'))
   args = parser.parse_args()
   os.makedirs(args.work_dir, exist_ok=True)
-  with progress.process_output_to(2, include_stderr=False):
-    progress.set_console(sys.stderr)
-    result = run([int(tiles) for tiles in args.tiles.split(',')], args.work_dir)
-  print(json.dumps(result) if args.json else json.dumps(result, indent=2), flush=True)
+  tiles = [int(count) for count in args.tiles.split(',')]
+  common.print_result(lambda: run(tiles, args.work_dir), args.json)
 
 
 if __name__ == '__main__':

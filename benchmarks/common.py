@@ -1,11 +1,15 @@
-"""Pieces the benchmarks share: producing transformed data through the real pipeline."""
+"""Pieces the benchmarks share: transformed data from the real pipeline, quiet output."""
 
+import json
 import os
+import sys
 import time
+from typing import Callable
 
 from tfx import v1 as tfx
 
 import components
+from components.common import progress
 from pipelines import datasets
 from pipelines import summary
 
@@ -56,3 +60,14 @@ class Stopwatch:
 
   def __exit__(self, *exc_info):
     self.seconds = time.perf_counter() - self.start
+
+
+def print_result(run: Callable[[], dict], as_json: bool) -> None:
+  """Runs a benchmark with library and subprocess chatter on stderr, then prints its result.
+
+  stdout carries only the result: one JSON object (`as_json`) or the same indented.
+  """
+  with progress.process_output_to(2, include_stderr=False):
+    progress.set_console(sys.stderr)
+    result = run()
+  print(json.dumps(result) if as_json else json.dumps(result, indent=2), flush=True)

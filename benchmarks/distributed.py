@@ -13,7 +13,6 @@ Usage:
 import argparse
 import json
 import os
-import sys
 import tempfile
 
 from tfx.types import standard_artifacts
@@ -21,12 +20,12 @@ from tfx.types import standard_component_specs
 
 from benchmarks import common
 from components.common import evaluation
-from components.common import progress
 from components.distributed_trainer import executor as trainer_executor
 from pipelines import datasets
 
 EPOCHS = 4
 EXAMPLES_PER_EPOCH = 40_000
+MIN_STEPS_PER_EPOCH = 32
 
 
 def train(transformed_uri: str, graph_uri: str, output_dir: str, num_workers: int,
@@ -42,7 +41,8 @@ def train(transformed_uri: str, graph_uri: str, output_dir: str, num_workers: in
   model_run = standard_artifacts.ModelRun()
   model_run.uri = os.path.join(output_dir, 'model_run')
   global_batch_size = per_replica_batch_size * num_workers
-  steps_per_epoch = max(5, EXAMPLES_PER_EPOCH // global_batch_size)
+  # Large batches still get enough steps to learn something.
+  steps_per_epoch = max(MIN_STEPS_PER_EPOCH, EXAMPLES_PER_EPOCH // global_batch_size)
   trainer_executor.Executor().Do(
       {standard_component_specs.EXAMPLES_KEY: [examples],
        standard_component_specs.TRANSFORM_GRAPH_KEY: [graph]},
@@ -105,11 +105,7 @@ def main():
   args = parser.parse_args()
   batch_sizes = [int(size) for size in args.batch_sizes.split(',')]
   os.makedirs(args.work_dir, exist_ok=True)
-  # Library and subprocess chatter goes to stderr; stdout carries only the JSON.
-  with progress.process_output_to(2, include_stderr=False):
-    progress.set_console(sys.stderr)
-    result = run(batch_sizes, args.work_dir)
-  print(json.dumps(result) if args.json else json.dumps(result, indent=2), flush=True)
+  common.print_result(lambda: run(batch_sizes, args.work_dir), args.json)
 
 
 if __name__ == '__main__':

@@ -18,7 +18,6 @@ import dataclasses
 import json
 import math
 import os
-import sys
 import tempfile
 import time
 
@@ -30,7 +29,6 @@ from tfx.types import standard_artifacts
 from tfx_bsl.public import tfxio
 
 from benchmarks import common
-from components.common import progress
 from components.common import reading
 from trainer_modules import base
 from trainer_modules import taxi_teacher
@@ -193,15 +191,12 @@ def main():
   parser.add_argument('--json', action='store_true', help='print one JSON object')
   parser.add_argument('--examples', type=int, default=1_000_000)
   parser.add_argument('--open-latency-ms', type=float, default=0.0)
-  parser.add_argument('--train-steps', type=int, default=300)
+  # As long as the demo trains the taxi teacher (pipelines/local_runner.py).
+  parser.add_argument('--train-steps', type=int, default=1500)
   parser.add_argument('--work-dir', default=os.path.join(tempfile.gettempdir(),
                                                           'distillery-benchmarks'))
   args = parser.parse_args()
-  # Library and subprocess chatter goes to stderr; stdout carries only the JSON.
-  with progress.process_output_to(2, include_stderr=False):
-    progress.set_console(sys.stderr)
-    result = run(args.examples, args.open_latency_ms, args.work_dir, args.train_steps)
-  print(json.dumps(result) if args.json else json.dumps(result, indent=2), flush=True)
+  common.print_result(lambda: run(args.examples, args.open_latency_ms, args.work_dir, args.train_steps), args.json)
 
 
 if __name__ == '__main__':

@@ -13,6 +13,7 @@ import tf_keras
 import tensorflow_transform as tft
 
 from components.common import callbacks
+from components.common import evaluation
 from components.common import progress
 from components.common import reading
 from components.distributed_trainer import strategy as distribution
@@ -20,8 +21,8 @@ from components.distributed_trainer import strategy as distribution
 LABEL_KEY = reading.DEFAULT_LABEL_KEY
 # Vocabulary file of string labels; its order defines the class indices.
 LABEL_VOCABULARY = 'label'
-SERVING_SIGNATURE = 'serving_default'
-TRANSFORM_SIGNATURE = 'transform_features'
+SERVING_SIGNATURE = evaluation.SERVING_SIGNATURE
+TRANSFORM_SIGNATURE = evaluation.TRANSFORM_SIGNATURE
 METRICS_FILE_NAME = 'metrics.json'
 STEPS_PER_EXECUTION = 16
 

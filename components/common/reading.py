@@ -188,20 +188,26 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
   if options.cache == 'none':
     if options.shuffle_buffer:
       dataset = dataset.shuffle(options.shuffle_buffer, seed=options.seed)
+    # Repeating before batching lets batches span passes, so a shard smaller
+    # than one batch still yields whole batches when the remainder is dropped.
+    dataset = dataset.repeat(num_epochs)
     dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     dataset = dataset.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=options.deterministic)
   else:
     # Parsing dominates the cost, so the cache holds parsed batches; later
-    # epochs shuffle whole batches instead of records.
-    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    # passes shuffle whole batches instead of records.
+    dataset = dataset.batch(batch_size)
     dataset = dataset.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=options.deterministic)
     dataset = dataset.cache(options.cache_path if options.cache == 'file' else '')
     if options.shuffle_buffer:
       dataset = dataset.shuffle(max(1, options.shuffle_buffer // batch_size),
                                 seed=options.seed)
-  dataset = dataset.repeat(num_epochs)
+    dataset = dataset.repeat(num_epochs)
+    if drop_remainder:
+      # Re-slices the cached batches across pass boundaries into whole ones.
+      dataset = dataset.rebatch(batch_size, drop_remainder=True)
   dataset = dataset.prefetch(tf.data.AUTOTUNE)
 
   dataset_options = tf.data.Options()

@@ -10,9 +10,6 @@ from components.ingest_transform import executor
 from components.ingest_transform import spec as ingest_spec
 
 DEFAULT_NUM_SHARDS = 8
-# Below this many bytes of input examples, starting Beam worker processes costs more
-# than it saves (see the README's measurements); above it, several processes win.
-MULTI_PROCESSING_MIN_BYTES = executor.MULTI_PROCESSING_MIN_BYTES
 
 
 class IngestionTransform(tfx.components.Transform):
@@ -70,7 +67,8 @@ class IngestionTransform(tfx.components.Transform):
       deterministic: Whether readers keep a reproducible order (slower).
       shuffle_buffer: Records in the readers' shuffle buffer (>= 0).
       direct_num_processes: Beam DirectRunner processes: 0 runs in memory,
-        N >= 2 runs N processes, None chooses by input size. Ignored when
+        N >= 2 runs N processes, None chooses by input size (multi-processing
+        from `executor.MULTI_PROCESSING_MIN_BYTES` of input examples). Ignored when
         `beam_pipeline_args` name another runner or a running mode.
       **transform_kwargs: Other Transform arguments (analyzer_cache,
         disable_statistics, materialize, ...).

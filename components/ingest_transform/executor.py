@@ -15,9 +15,10 @@ from components.common import progress
 from components.common import reading
 from components.ingest_transform import spec as ingest_spec
 
-# Measured crossover (README, "Beam running mode"): below this many bytes of
-# compressed input examples the in-memory DirectRunner is faster.
-MULTI_PROCESSING_MIN_BYTES = 256 * 1024 * 1024
+# Crossover measured by benchmarks/beam_modes.py (README, "Beam DirectRunner mode"):
+# below about this many bytes of input examples the in-memory DirectRunner is faster.
+# Linear in size for both modes at 0.9 MB and 8.7 MB, the lines cross near 33 MB.
+MULTI_PROCESSING_MIN_BYTES = 32 * 1024 * 1024
 MULTI_PROCESSING_WORKERS = 2
 AUTO_CACHE = 'auto'
 # `cache='auto'` keeps parsed batches in memory below this many bytes of

@@ -137,3 +137,14 @@ def test_batch_map_fn_runs_on_every_parsed_batch(transformed):
                                  batch_map_fn=add_one_to_labels)
   labels = np.concatenate([batch_labels for _, batch_labels in dataset.as_numpy_iterator()])
   assert sorted(set(labels.tolist())) == [1, 2, 3]
+
+
+@pytest.mark.parametrize('cache', ['none', 'memory'])
+def test_dropping_remainders_still_yields_batches_when_a_pass_is_smaller_than_one(
+    transformed, cache):
+  tf_transform_output, pattern = transformed
+  # 500 examples, batch 300: every pass leaves a remainder, batches must span passes.
+  dataset = reading.make_dataset(pattern, tf_transform_output, 300,
+                                 reading.IngestionOptions(cache=cache), drop_remainder=True)
+  sizes = [int(labels.shape[0]) for _, labels in dataset.take(4)]
+  assert sizes == [300, 300, 300, 300]
