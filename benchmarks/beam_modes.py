@@ -9,7 +9,6 @@ Usage:
   python -m benchmarks.beam_modes --json [--tiles 1,10]
 """
 
-import argparse
 import os
 import tempfile
 
@@ -73,11 +72,8 @@ def run(tiles_list, work_dir: str) -> dict:
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--json', action='store_true', help='print one JSON object')
+  parser = common.argument_parser(__doc__, 'distillery-beam-modes')
   parser.add_argument('--tiles', default='1,10')
-  parser.add_argument('--work-dir', default=os.path.join(tempfile.gettempdir(),
-                                                          'distillery-beam-modes'))
   args = parser.parse_args()
   os.makedirs(args.work_dir, exist_ok=True)
   tiles = [int(count) for count in args.tiles.split(',')]

@@ -1,8 +1,10 @@
 """Pieces the benchmarks share: transformed data from the real pipeline, quiet output."""
 
+import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from typing import Callable
 
@@ -71,3 +73,11 @@ def print_result(run: Callable[[], dict], as_json: bool) -> None:
     progress.set_console(sys.stderr)
     result = run()
   print(json.dumps(result) if as_json else json.dumps(result, indent=2), flush=True)
+
+
+def argument_parser(docstring: str, work_dir_name: str) -> argparse.ArgumentParser:
+  """The options every benchmark has: `--json` and `--work-dir` (reused between runs)."""
+  parser = argparse.ArgumentParser(description=docstring.splitlines()[0])
+  parser.add_argument('--json', action='store_true', help='print one JSON object')
+  parser.add_argument('--work-dir', default=os.path.join(tempfile.gettempdir(), work_dir_name))
+  return parser

@@ -10,7 +10,6 @@ Usage:
   python -m benchmarks.distributed --json [--batch-sizes 64,512,4096]
 """
 
-import argparse
 import json
 import os
 import tempfile
@@ -97,11 +96,8 @@ def run(batch_sizes, work_dir: str) -> dict:
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--json', action='store_true', help='print one JSON object')
+  parser = common.argument_parser(__doc__, 'distillery-benchmarks')
   parser.add_argument('--batch-sizes', default='64,512,4096')
-  parser.add_argument('--work-dir', default=os.path.join(tempfile.gettempdir(),
-                                                          'distillery-benchmarks'))
   args = parser.parse_args()
   batch_sizes = [int(size) for size in args.batch_sizes.split(',')]
   os.makedirs(args.work_dir, exist_ok=True)

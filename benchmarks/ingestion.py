@@ -13,12 +13,10 @@ Usage:
   python -m benchmarks.ingestion --json [--examples 1000000] [--open-latency-ms 0]
 """
 
-import argparse
 import dataclasses
 import json
 import math
 import os
-import tempfile
 import time
 
 import tensorflow as tf
@@ -187,14 +185,11 @@ def run(num_examples: int, open_latency_ms: float, work_dir: str, train_steps: i
 
 
 def main():
-  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('--json', action='store_true', help='print one JSON object')
+  parser = common.argument_parser(__doc__, 'distillery-benchmarks')
   parser.add_argument('--examples', type=int, default=1_000_000)
   parser.add_argument('--open-latency-ms', type=float, default=0.0)
   # As long as the demo trains the taxi teacher (pipelines/local_runner.py).
   parser.add_argument('--train-steps', type=int, default=1500)
-  parser.add_argument('--work-dir', default=os.path.join(tempfile.gettempdir(),
-                                                          'distillery-benchmarks'))
   args = parser.parse_args()
   common.print_result(lambda: run(args.examples, args.open_latency_ms, args.work_dir, args.train_steps), args.json)
 
