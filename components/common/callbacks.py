@@ -57,8 +57,8 @@ def suggested_batch_size(per_replica_batch_size: int, communication_seconds: flo
 class CommunicationProfile(tf_keras.callbacks.Callback):
   """After the second epoch (the first traces), splits step time into communication and compute.
 
-  Compute is the forward and backward pass of one replica's batch on a local
-  copy of the model, with no collective; communication is the rest of the
+  Compute is the forward and backward pass of one replica's batch with the
+  gradients left unreduced, so no collective runs; communication is the rest of the
   measured step: the gradient all-reduce and the waiting for the other workers
   that comes with it. It logs the split and the time of a bare all-reduce of
   the gradients, and warns when communication dominates, with a per-replica
@@ -108,25 +108,28 @@ class CommunicationProfile(tf_keras.callbacks.Callback):
           100 * COMMUNICATION_TARGET_SHARE)
 
   def _time_local_step(self) -> float:
-    """One replica's forward and backward pass on a local copy: no collective at all."""
-    local_model = tf_keras.models.clone_model(self.model)
+    """One replica's forward and backward pass, gradients not reduced: no collective."""
+    strategy = self.model.distribute_strategy
     batch = {tensor.name.split(':')[0]: tf.zeros(
         [self._per_replica_batch_size] + tensor.shape.as_list()[1:], tensor.dtype)
-             for tensor in local_model.inputs}
-    if not isinstance(local_model.input, dict):
+             for tensor in self.model.inputs}
+    if not isinstance(self.model.input, dict):
       batch = list(batch.values())
 
     @tf.function
     def local_step():
-      with tf.GradientTape() as tape:
-        loss = tf.reduce_mean(local_model(batch, training=True))
-      return tape.gradient(loss, local_model.trainable_variables)
+      def replica_fn():
+        with tf.GradientTape() as tape:
+          loss = tf.reduce_mean(self.model(batch, training=True))
+        return tape.gradient(loss, self.model.trainable_variables)
+      return strategy.run(replica_fn)
 
     local_step()  # Traces.
     start = time.monotonic()
     for _ in range(self._repeats):
       gradients = local_step()
-    tf.nest.map_structure(lambda tensor: tensor.numpy(), gradients)
+    tf.nest.map_structure(lambda tensor: tensor.numpy() if hasattr(tensor, 'numpy') else tensor,
+                          strategy.experimental_local_results(gradients))
     return (time.monotonic() - start) / self._repeats
 
   def _time_all_reduce(self) -> float:
