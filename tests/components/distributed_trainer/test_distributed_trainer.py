@@ -121,8 +121,16 @@ def test_a_stock_style_module_runs_unchanged_with_one_worker(data, tmp_path):
 
 
 def training_processes():
-  return [process for process in psutil.process_iter(['cmdline'])
-          if 'components.distributed_trainer.worker' in ' '.join(process.info['cmdline'] or [])]
+  """Worker processes started by this test process (not by other runs on the machine)."""
+  processes = []
+  for process in psutil.Process().children(recursive=True):
+    try:
+      command = process.cmdline()
+    except psutil.NoSuchProcess:
+      continue
+    if 'components.distributed_trainer.worker' in ' '.join(command):
+      processes.append((process, command))
+  return processes
 
 
 def test_a_killed_worker_fails_the_run_fast_and_a_rerun_resumes(data, tmp_path, progress_lines):
@@ -140,8 +148,8 @@ def test_a_killed_worker_fails_the_run_fast_and_a_rerun_resumes(data, tmp_path, 
   while not any('epoch 2/6' in line for line in progress_lines):
     assert time.monotonic() < deadline and thread.is_alive(), progress_lines[-5:]
     time.sleep(0.2)
-  [victim] = [process for process in training_processes()
-              if process.info['cmdline'][-2:] == ['worker', '1']]
+  [victim] = [process for process, command in training_processes()
+              if command[-2:] == ['worker', '1']]
   victim.send_signal(signal.SIGKILL)
   killed_at = time.monotonic()
   thread.join(timeout=60)
