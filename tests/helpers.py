@@ -118,3 +118,15 @@ def transformed_artifacts(output_dir: str, train_rows: int = 800, eval_rows: int
   graph = standard_artifacts.TransformGraph()
   graph.uri = os.path.join(output_dir, 'transform_graph')
   return examples, graph, rows[train_rows:]
+
+
+def executions_by_node(metadata_path):
+  """Executions recorded in ML Metadata, grouped by pipeline node (component) id."""
+  from pipelines import summary
+  store = summary.open_store(metadata_path)
+  by_node = {}
+  for execution in store.get_executions():
+    for context in store.get_contexts_by_execution(execution.id):
+      if store.get_context_types_by_id([context.type_id])[0].name == 'node':
+        by_node.setdefault(context.name.split('.')[-1], []).append(execution)
+  return by_node

@@ -9,20 +9,11 @@ from tfx import v1 as tfx
 from pipelines import datasets
 from pipelines import pipeline
 from pipelines import summary
+from tests import helpers
 
 PIPELINE_NAME = 'e2e-taxi'
 COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'SchemaGen', 'ExampleValidator', 'IngestionTransform',
               'DistributedTrainer', 'Pusher'}
-
-
-def executions_by_node(metadata_path):
-  store = summary.open_store(metadata_path)
-  by_node = {}
-  for execution in store.get_executions():
-    for context in store.get_contexts_by_execution(execution.id):
-      if store.get_context_types_by_id([context.type_id])[0].name == 'node':
-        by_node.setdefault(context.name.split('.')[-1], []).append(execution)
-  return by_node
 
 
 def run_pipeline(tmp_path, data_root):
@@ -53,7 +44,7 @@ def first_run(tmp_path_factory):
 
 def test_every_component_runs_exactly_once(first_run):
   _, _, metadata_path = first_run
-  by_node = executions_by_node(metadata_path)
+  by_node = helpers.executions_by_node(metadata_path)
   assert set(by_node) == COMPONENTS
   for node, executions in by_node.items():
     assert len(executions) == 1, node
@@ -76,7 +67,7 @@ def test_the_trained_model_is_pushed_and_serves_raw_examples(first_run):
 def test_a_second_run_with_the_cache_on_executes_nothing(first_run):
   tmp_path, data_root, metadata_path = first_run
   run_pipeline(tmp_path, data_root)
-  by_node = executions_by_node(metadata_path)
+  by_node = helpers.executions_by_node(metadata_path)
   for node, executions in by_node.items():
     states = [execution.last_known_state for execution in executions]
     assert states == [metadata_store_pb2.Execution.COMPLETE,

@@ -13,8 +13,8 @@ from components import IngestionTransform
 from components.common import reading
 from components.ingest_transform import executor as ingest_executor
 from pipelines import datasets
-from tests.pipelines.test_pipeline_end_to_end import executions_by_node
 from pipelines import summary
+from tests import helpers
 
 # TFX's own taxi module file, shipped in the wheel beside the taxi data.
 STOCK_TAXI_MODULE = os.path.join(os.path.dirname(os.path.dirname(datasets.taxi_data_dir())),
@@ -111,7 +111,7 @@ def latest(metadata_path, type_name, producer=None):
 
 def test_a_stock_preprocessing_fn_runs_and_writes_the_requested_shards(pipeline_run):
   _, metadata_path = pipeline_run
-  assert executions_by_node(metadata_path)['IngestionTransform'][0].last_known_state == 3
+  assert helpers.executions_by_node(metadata_path)['IngestionTransform'][0].last_known_state == 3
   [artifact] = latest(metadata_path, 'Examples', 'IngestionTransform')
   for split in ('train', 'eval'):
     shards = sorted(glob.glob(os.path.join(artifact.uri, f'Split-{split}', '*.gz')))
