@@ -124,13 +124,7 @@ class CommunicationProfile(tf_keras.callbacks.Callback):
         return tape.gradient(loss, self.model.trainable_variables)
       return strategy.run(replica_fn)
 
-    local_step()  # Traces.
-    start = time.monotonic()
-    for _ in range(self._repeats):
-      gradients = local_step()
-    tf.nest.map_structure(lambda tensor: tensor.numpy() if hasattr(tensor, 'numpy') else tensor,
-                          strategy.experimental_local_results(gradients))
-    return (time.monotonic() - start) / self._repeats
+    return self._average_seconds(local_step)
 
   def _time_all_reduce(self) -> float:
     strategy = self.model.distribute_strategy
@@ -143,10 +137,15 @@ class CommunicationProfile(tf_keras.callbacks.Callback):
         return context.all_reduce(tf.distribute.ReduceOp.SUM, gradients_like)
       return strategy.run(replica_fn)
 
-    all_reduce()  # Traces, and warms up the collective.
+    return self._average_seconds(all_reduce)
+
+  def _average_seconds(self, step) -> float:
+    """Mean wall time of a strategy.run step, after one call that traces and warms up."""
+    step()
     start = time.monotonic()
     for _ in range(self._repeats):
-      result = all_reduce()
+      result = step()
+    # Waits for the last call to finish before the clock stops.
     tf.nest.map_structure(lambda tensor: tensor.numpy() if hasattr(tensor, 'numpy') else tensor,
-                          strategy.experimental_local_results(result))
+                          self.model.distribute_strategy.experimental_local_results(result))
     return (time.monotonic() - start) / self._repeats
