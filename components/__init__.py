@@ -5,7 +5,8 @@ import os
 # tensorflow-model-optimization needs Keras 2; this must happen before TF loads.
 os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
 
+from components.distiller import Distiller  # pylint: disable=g-import-not-at-top
 from components.distributed_trainer import DistributedTrainer  # pylint: disable=g-import-not-at-top
 from components.ingest_transform import IngestionTransform  # pylint: disable=g-import-not-at-top
 
-__all__ = ['DistributedTrainer', 'IngestionTransform']
+__all__ = ['Distiller', 'DistributedTrainer', 'IngestionTransform']

@@ -27,12 +27,14 @@ class Dataset:
     label_column: Raw CSV column the label comes from.
     transform_module_file: Module file exposing `preprocessing_fn`.
     teacher_module_file: Module file exposing `run_fn` for the teacher.
+    student_module_file: Module file exposing `build_student` for the Distiller.
   """
   name: str
   data_root: str
   label_column: str
   transform_module_file: str
   teacher_module_file: str
+  student_module_file: str
 
 
 def module_file(module_name: str) -> str:
@@ -145,16 +147,16 @@ def resolve(name: str,
   """
   if name == 'taxi':
     return Dataset('taxi', taxi_data_dir(), 'tips', module_file('taxi_transform'),
-                   module_file('taxi_teacher'))
+                   module_file('taxi_teacher'), module_file('taxi_student'))
   if name == 'digits':
     data_root = write_digits_csv(os.path.join(work_dir, 'data', 'digits'))
     return Dataset('digits', data_root, 'label', module_file('digits_transform'),
-                   module_file('digits_teacher'))
+                   module_file('digits_teacher'), module_file('digits_student'))
   if name == 'csv':
     if not data or not label:
       raise ValueError('--dataset csv needs --data DIR (a folder of CSV files) and '
                        '--label COLUMN (the label column).')
     check_csv_folder(data, label)
     return Dataset('csv', os.path.abspath(data), label, module_file('tabular_transform'),
-                   module_file('tabular_teacher'))
+                   module_file('tabular_teacher'), module_file('tabular_student'))
   raise ValueError(f'--dataset must be one of {", ".join(DATASET_NAMES)}; got {name!r}.')

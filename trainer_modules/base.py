@@ -4,27 +4,22 @@ Module files (taxi_*, digits_*, tabular_*) import this; nothing here is copied.
 Every model outputs logits: one for a binary label, one per class otherwise.
 """
 
-import json
-import os
 from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 import tf_keras
 import tensorflow_transform as tft
 
-from components.common import callbacks
-from components.common import evaluation
+from components.common import modeling
 from components.common import progress
-from components.common import reading
-from components.distributed_trainer import strategy as distribution
+# Re-exported: module files reach every shared piece through this one module.
+from components.common.modeling import (  # pylint: disable=unused-import
+    LABEL_KEY, METRICS_FILE_NAME, SERVING_SIGNATURE, TRANSFORM_SIGNATURE, config_value,
+    export_serving_model, loss_and_metrics, num_classes, output_units, outputs_from_logits,
+    prepare_labels, serving_signatures, write_metrics)
 
-LABEL_KEY = reading.DEFAULT_LABEL_KEY
 # Vocabulary file of string labels; its order defines the class indices.
 LABEL_VOCABULARY = 'label'
-SERVING_SIGNATURE = evaluation.SERVING_SIGNATURE
-TRANSFORM_SIGNATURE = evaluation.TRANSFORM_SIGNATURE
-METRICS_FILE_NAME = 'metrics.json'
-STEPS_PER_EXECUTION = 16
 
 ModelBuilder = Callable[[tft.TFTransformOutput, Optional[dict]], tf_keras.Model]
 
@@ -71,9 +66,6 @@ def set_label_domain(label: tf.Tensor, num_classes: int) -> tf.Tensor:
   return label
 
 
-def num_classes(tf_transform_output: tft.TFTransformOutput) -> int:
-  """Number of label classes, read from the transformed schema's label domain."""
-  return tf_transform_output.num_buckets_for_transformed_feature(LABEL_KEY)
 
 
 def feature_inputs(tf_transform_output: tft.TFTransformOutput) -> Dict[str, tf_keras.Input]:
@@ -106,19 +98,16 @@ def encode_features(inputs: Dict[str, tf_keras.Input],
   return tf_keras.layers.Concatenate()(columns)
 
 
-def output_units(tf_transform_output: tft.TFTransformOutput) -> int:
-  """One logit for a binary label, one per class otherwise."""
-  classes = num_classes(tf_transform_output)
-  return 1 if classes == 2 else classes
 
 
 def build_mlp(tf_transform_output: tft.TFTransformOutput,
               hidden_units,
               dropout: float = 0.0,
-              name: str = 'mlp') -> tf_keras.Model:
+              name: str = 'mlp',
+              max_embedding_dim: int = 8) -> tf_keras.Model:
   """A dense network over all transformed features that outputs logits."""
   inputs = feature_inputs(tf_transform_output)
-  hidden = encode_features(inputs, tf_transform_output)
+  hidden = encode_features(inputs, tf_transform_output, max_embedding_dim)
   for units in hidden_units:
     hidden = tf_keras.layers.Dense(units, activation='relu')(hidden)
     if dropout:
@@ -127,97 +116,18 @@ def build_mlp(tf_transform_output: tft.TFTransformOutput,
   return tf_keras.Model(inputs=inputs, outputs=logits, name=name)
 
 
-def loss_and_metrics(units: int):
-  """Cross-entropy on logits and an accuracy that reads logits."""
-  if units == 1:
-    return (tf_keras.losses.BinaryCrossentropy(from_logits=True),
-            [tf_keras.metrics.BinaryAccuracy(name='accuracy', threshold=0.0)])
-  return (tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-          [tf_keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
 
 
-def prepare_labels(units: int):
-  """Maps (features, label) batches to what the loss expects."""
-
-  def prepare(features, label):
-    label = tf.reshape(label, [-1])
-    if units == 1:
-      return features, tf.cast(tf.reshape(label, [-1, 1]), tf.float32)
-    return features, label
-
-  return prepare
 
 
-def outputs_from_logits(logits: tf.Tensor) -> Dict[str, tf.Tensor]:
-  """Serving outputs: logits, probabilities and the predicted class."""
-  if logits.shape[-1] == 1:
-    probabilities = tf.sigmoid(logits)
-    classes = tf.cast(tf.reshape(logits, [-1]) > 0, tf.int64)
-  else:
-    probabilities = tf.nn.softmax(logits)
-    classes = tf.argmax(logits, axis=-1)
-  return {'logits': logits, 'probabilities': probabilities, 'classes': classes}
 
 
-def serving_signatures(model: tf_keras.Model, tf_transform_output: tft.TFTransformOutput,
-                       label_column: str) -> Dict[str, Callable]:
-  """Signatures that take serialized raw tf.Examples and apply the transform inside.
-
-  Args:
-    model: Keras model over transformed features, emitting logits.
-    tf_transform_output: The transform graph the model was trained on.
-    label_column: Raw label column, which serving requests don't carry.
-
-  Returns:
-    `serving_default` (predictions) and `transform_features` (transformed inputs).
-  """
-  model.tft_layer = tf_transform_output.transform_features_layer()
-  raw_feature_spec = dict(tf_transform_output.raw_feature_spec())
-  raw_feature_spec.pop(label_column, None)
-
-  @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name='examples')])
-  def serve_examples(serialized_examples):
-    raw_features = tf.io.parse_example(serialized_examples, raw_feature_spec)
-    transformed = model.tft_layer(raw_features)
-    features = {name: transformed[name] for name in model.input_names}
-    return outputs_from_logits(model(features, training=False))
-
-  full_raw_spec = tf_transform_output.raw_feature_spec()
-
-  @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name='examples')])
-  def transform_examples(serialized_examples):
-    raw_features = tf.io.parse_example(serialized_examples, full_raw_spec)
-    return model.tft_layer(raw_features)
-
-  return {SERVING_SIGNATURE: serve_examples, TRANSFORM_SIGNATURE: transform_examples}
 
 
-def export_serving_model(model: tf_keras.Model, tf_transform_output: tft.TFTransformOutput,
-                         label_column: str, serving_model_dir: str) -> None:
-  """Saves a SavedModel with the serving signatures, written whole or not at all."""
-  signatures = serving_signatures(model, tf_transform_output, label_column)
-  temporary_dir = serving_model_dir.rstrip('/') + '.tmp'
-  if tf.io.gfile.exists(temporary_dir):
-    tf.io.gfile.rmtree(temporary_dir)
-  model.save(temporary_dir, save_format='tf', signatures=signatures)
-  if tf.io.gfile.exists(serving_model_dir):
-    tf.io.gfile.rmtree(serving_model_dir)
-  tf.io.gfile.rename(temporary_dir, serving_model_dir)
 
 
-def write_metrics(directory: str, metrics: dict) -> None:
-  """Writes `metrics.json` (eval accuracy, parameters, ...) into a run directory."""
-  tf.io.gfile.makedirs(directory)
-  with tf.io.gfile.GFile(os.path.join(directory, METRICS_FILE_NAME), 'w') as handle:
-    handle.write(json.dumps(metrics, indent=2, sort_keys=True))
 
 
-def config_value(fn_args, key: str, default):
-  """A setting from hyperparameters, else custom_config, else the default."""
-  for source in (getattr(fn_args, 'hyperparameters', None), getattr(fn_args, 'custom_config', None)):
-    if isinstance(source, dict) and key in source:
-      return source[key]
-  return default
 
 
 def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_keras.Model:
@@ -235,65 +145,26 @@ def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_
   Returns:
     The trained Keras model.
   """
-  tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
-  units = output_units(tf_transform_output)
-  strategy = distribution.strategy_for(fn_args)
-  per_replica_batch_size = int(config_value(fn_args, 'batch_size', 256))
-  global_batch_size = per_replica_batch_size * strategy.num_replicas_in_sync
-  epochs = max(1, min(int(config_value(fn_args, 'epochs', 5)), fn_args.train_steps))
-  steps_per_epoch = max(1, fn_args.train_steps // epochs)
-  eval_steps = max(1, fn_args.eval_steps or 1)
-  label_column = config_value(fn_args, 'label_column', LABEL_KEY)
-  options = reading.read_options(os.path.dirname(os.path.dirname(fn_args.train_files[0])))
-
-  prepare = prepare_labels(units)
-  # Whole batches only: workers must all-gather equally shaped (embedding) gradients.
-  train_dataset = reading.make_dataset(fn_args.train_files, tf_transform_output,
-                                       global_batch_size, options, batch_map_fn=prepare,
-                                       drop_remainder=True)
-  eval_dataset = reading.make_dataset(fn_args.eval_files, tf_transform_output,
-                                      global_batch_size, options, batch_map_fn=prepare)
-
-  # Several steps per call amortise the per-call cost of a step (Python, and for
-  # several workers the collective launch and synchronisation), which dominates
-  # small batches.
-  steps_per_execution = max(1, min(steps_per_epoch, int(config_value(
-      fn_args, 'steps_per_execution', STEPS_PER_EXECUTION))))
-  with strategy.scope():
-    model = build_model(tf_transform_output, getattr(fn_args, 'hyperparameters', None))
-    loss, metrics = loss_and_metrics(units)
-    model.compile(optimizer=tf_keras.optimizers.Adam(
-        float(config_value(fn_args, 'learning_rate', 1e-3))), loss=loss, metrics=metrics,
-                  steps_per_execution=steps_per_execution)
-  progress.get_logger().info(
-      '%s: %d parameters, %s x %d replicas, global batch %d = %d per replica x %d, '
-      '%d epochs x %d steps, %d steps per call', model_name, model.count_params(),
-      type(strategy).__name__, strategy.num_replicas_in_sync, global_batch_size,
-      per_replica_batch_size, strategy.num_replicas_in_sync, epochs, steps_per_epoch,
-      steps_per_execution)
-  epoch_progress = callbacks.EpochProgress(model_name)
-  training_callbacks = [epoch_progress, tf_keras.callbacks.TensorBoard(fn_args.model_run_dir)]
-  if distribution.backup_dir(fn_args):
-    training_callbacks.append(
-        tf_keras.callbacks.BackupAndRestore(distribution.backup_dir(fn_args)))
-  if distribution.uses_all_reduce(fn_args, strategy):
-    training_callbacks.append(callbacks.CommunicationProfile(per_replica_batch_size))
-  model.fit(train_dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
-            validation_data=eval_dataset, validation_steps=eval_steps, verbose=0,
+  run = modeling.TrainingRun.from_fn_args(fn_args)
+  with run.strategy.scope():
+    model = build_model(run.tf_transform_output, getattr(fn_args, 'hyperparameters', None))
+    loss, metrics = loss_and_metrics(run.units)
+    model.compile(optimizer=run.optimizer(), loss=loss, metrics=metrics,
+                  steps_per_execution=run.steps_per_execution)
+  run.log_plan(model_name, model)
+  epoch_progress, training_callbacks = run.callbacks(model_name)
+  model.fit(run.train_dataset(), epochs=run.epochs, steps_per_epoch=run.steps_per_epoch,
+            validation_data=run.eval_dataset(), validation_steps=run.eval_steps, verbose=0,
             callbacks=training_callbacks)
-  evaluation = model.evaluate(eval_dataset, steps=eval_steps, verbose=0, return_dict=True)
+  evaluation = model.evaluate(run.eval_dataset(), steps=run.eval_steps, verbose=0,
+                              return_dict=True)
   write_metrics(fn_args.model_run_dir, {
       'model': model_name,
       'eval_accuracy': float(evaluation['accuracy']),
       'eval_loss': float(evaluation['loss']),
       'parameters': int(model.count_params()),
-      'train_steps': int(fn_args.train_steps),
-      'epochs': epochs,
-      'first_epoch': epoch_progress.first_epoch,
-      'epochs_run': epoch_progress.epochs_run,
-      'global_batch_size': global_batch_size,
-      'steps_per_epoch': steps_per_epoch,
-      'epoch_seconds': epoch_progress.epoch_seconds,
+      **run.describe(epoch_progress),
   })
-  export_serving_model(model, tf_transform_output, label_column, fn_args.serving_model_dir)
+  export_serving_model(model, run.tf_transform_output, run.label_column,
+                       fn_args.serving_model_dir)
   return model

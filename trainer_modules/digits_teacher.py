@@ -7,7 +7,7 @@ from trainer_modules import base
 from trainer_modules import digits_transform
 
 
-# Called by run_fn here, and by the Distiller when this model is the teacher.
+# Called by run_fn below (the Distiller reads the exported teacher, not this).
 def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
                  ) -> tf_keras.Model:
   """Builds a CNN (about 150k parameters) that outputs ten logits."""

@@ -8,7 +8,7 @@ from trainer_modules import base
 HIDDEN_UNITS = (128, 64)
 
 
-# Called by run_fn here, and by the Distiller when this model is the teacher.
+# Called by run_fn below (the Distiller reads the exported teacher, not this).
 def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
                  ) -> tf_keras.Model:
   """Builds an MLP over every transformed feature, one logit per class."""

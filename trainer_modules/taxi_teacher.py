@@ -8,7 +8,7 @@ from trainer_modules import base
 HIDDEN_UNITS = (256, 128, 64)
 
 
-# Called by run_fn here, and by the Distiller when this model is the teacher.
+# Called by run_fn below (the Distiller reads the exported teacher, not this).
 def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
                  ) -> tf_keras.Model:
   """Builds the taxi teacher, which outputs one logit (big tipper or not)."""

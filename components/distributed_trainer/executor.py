@@ -12,6 +12,7 @@ from tfx import types
 from tfx.components.trainer import executor as trainer_executor
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
+from tfx.utils import import_utils
 
 from components.common import progress
 from components.distributed_trainer import cluster
@@ -58,7 +59,15 @@ def training_environment(training: strategy_lib.TrainingSettings) -> Iterator[No
 
 
 class Executor(trainer_executor.GenericExecutor):
-  """Trains in this process for one worker, or on a local cluster of processes."""
+  """Trains in this process for one worker, or on a local cluster of processes.
+
+  Subclasses (the Distiller) reuse the distribution and swap what runs inside
+  each process by naming another `PROCESS_EXECUTOR`.
+  """
+
+  # Dotted path of the executor that trains inside one process.
+  PROCESS_EXECUTOR = 'tfx.components.trainer.executor.GenericExecutor'
+  COMPONENT_NAME = 'DistributedTrainer'
 
   def Do(self, input_dict: Dict[str, List[types.Artifact]],
          output_dict: Dict[str, List[types.Artifact]],
@@ -71,14 +80,15 @@ class Executor(trainer_executor.GenericExecutor):
         num_workers=int(exec_properties[trainer_spec.NUM_WORKERS_KEY]),
         num_parameter_servers=int(exec_properties[trainer_spec.NUM_PARAMETER_SERVERS_KEY]),
         backup_dir=backup_folder(input_dict, output_dict, trainer_properties))
-    with progress.component_timer('DistributedTrainer executor'):
+    with progress.component_timer(f'{self.COMPONENT_NAME} executor'):
       if exec_properties.get(trainer_spec.VERTEX_TRAINING_KEY):
         self._run_on_vertex(input_dict, output_dict, trainer_properties,
                             json.loads(exec_properties[trainer_spec.VERTEX_TRAINING_KEY]))
         return
       if cluster.processes_needed(training) == 1 and training.strategy != 'parameter_server':
         with training_environment(training):
-          super().Do(input_dict, output_dict, trainer_properties)
+          process_executor = import_utils.import_class_by_path(self.PROCESS_EXECUTOR)
+          process_executor(self._context).Do(input_dict, output_dict, trainer_properties)
       else:
         self._run_cluster(training, input_dict, output_dict, trainer_properties)
       # Training finished: the backup is only for resuming an interrupted run.
@@ -105,7 +115,8 @@ class Executor(trainer_executor.GenericExecutor):
     with open(job_path, 'w') as handle:
       json.dump({'input_dict': artifact_utils.jsonify_artifact_dict(input_dict),
                  'output_dict': artifact_utils.jsonify_artifact_dict(output_dict),
-                 'exec_properties': exec_properties}, handle)
+                 'exec_properties': exec_properties,
+                 'process_executor': self.PROCESS_EXECUTOR}, handle)
     try:
       cluster.run(training, job_path)
     finally:
@@ -114,6 +125,6 @@ class Executor(trainer_executor.GenericExecutor):
         artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY]),
         'Format-Serving')
     if not tf.io.gfile.exists(serving_model_dir):
-      raise RuntimeError('DistributedTrainer: the chief finished without exporting a model '
+      raise RuntimeError(f'{self.COMPONENT_NAME}: the chief finished without exporting a model '
                          f'to {serving_model_dir}; run_fn must save to '
                          'fn_args.serving_model_dir.')

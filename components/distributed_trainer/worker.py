@@ -40,8 +40,8 @@ def main(job_path: str, job_name: str, task_index: int) -> int:
   # strategy is created now; run_fn gets this instance from strategy_for().
   strategy_lib.strategy_for()
 
-  from tfx.components.trainer import executor as trainer_executor  # pylint: disable=g-import-not-at-top
   from tfx.types import artifact_utils  # pylint: disable=g-import-not-at-top
+  from tfx.utils import import_utils  # pylint: disable=g-import-not-at-top
   with open(job_path) as handle:
     job = json.load(handle)
   input_dict = artifact_utils.parse_artifact_dict(job['input_dict'])
@@ -55,7 +55,9 @@ def main(job_path: str, job_name: str, task_index: int) -> int:
         artifact.uri = os.path.join(scratch_dir, key, str(position))
         os.makedirs(artifact.uri, exist_ok=True)
   try:
-    trainer_executor.GenericExecutor().Do(input_dict, output_dict, job['exec_properties'])
+    # The component's in-process executor (Trainer's GenericExecutor, or the Distiller's).
+    process_executor = import_utils.import_class_by_path(job['process_executor'])
+    process_executor().Do(input_dict, output_dict, job['exec_properties'])
   finally:
     if scratch_dir:
       shutil.rmtree(scratch_dir, ignore_errors=True)

@@ -1,0 +1,167 @@
+"""Distillation benchmark: teacher, from-scratch student and distilled student.
+
+For taxi and digits, the data goes through the real ExampleGen -> IngestionTransform
+path, the teacher is trained once by the DistributedTrainer executor, and the
+Distiller executor (tune=True) is run for each seed. It reports means over the
+seeds, with the majority-class baseline beside every accuracy.
+
+Usage:
+  python -m benchmarks.distillation --json [--seeds 0,1,2] [--datasets taxi,digits]
+"""
+
+import json
+import os
+import statistics
+import time
+
+from tfx.types import standard_artifacts
+from tfx.types import standard_component_specs
+
+from benchmarks import common
+from components.common import artifacts
+from components.common import evaluation
+from components.distiller import executor as distiller_executor
+from components.distiller import spec as distiller_spec
+from components.distiller import training
+from components.distributed_trainer import executor as trainer_executor
+from pipelines import datasets
+
+# Per dataset: teacher steps, student steps, per-replica batch, epochs, eval steps.
+BUDGETS = {
+    'taxi': {'teacher_steps': 300, 'student_steps': 1500, 'batch_size': 256, 'epochs': 3,
+             'eval_steps': 19, 'student_learning_rate': 3e-3},
+    'digits': {'teacher_steps': 400, 'student_steps': 2000, 'batch_size': 64, 'epochs': 4,
+               'eval_steps': 10, 'student_learning_rate': 3e-3},
+}
+
+
+def _artifact(artifact_class, uri: str):
+  artifact = artifact_class()
+  artifact.uri = uri
+  os.makedirs(uri, exist_ok=True)
+  return artifact
+
+
+def _inputs(transformed_uri: str, graph_uri: str) -> dict:
+  examples = standard_artifacts.Examples()
+  examples.uri = transformed_uri
+  examples.split_names = '["train", "eval"]'
+  graph = standard_artifacts.TransformGraph()
+  graph.uri = graph_uri
+  return {standard_component_specs.EXAMPLES_KEY: [examples],
+          standard_component_specs.TRANSFORM_GRAPH_KEY: [graph]}
+
+
+def _properties(module_file: str, steps: int, budget: dict, label_column: str,
+                seed: int, learning_rate: float = 1e-3) -> dict:
+  return {'train_args': json.dumps({'num_steps': steps}),
+          'eval_args': json.dumps({'num_steps': budget['eval_steps']}),
+          'module_file': module_file,
+          'custom_config': json.dumps({'label_column': label_column, 'epochs': budget['epochs'],
+                                       'batch_size': budget['batch_size'], 'seed': seed,
+                                       'learning_rate': learning_rate}),
+          'strategy': 'multi_worker_mirrored', 'num_workers': 1,
+          'num_parameter_servers': 0, 'communication': 'auto'}
+
+
+def train_teacher(inputs: dict, dataset, budget: dict, output_dir: str) -> str:
+  """Trains the dataset's teacher with the DistributedTrainer executor; returns the model URI."""
+  model = _artifact(standard_artifacts.Model, os.path.join(output_dir, 'model'))
+  model_run = _artifact(standard_artifacts.ModelRun, os.path.join(output_dir, 'model_run'))
+  trainer_executor.Executor().Do(
+      inputs, {standard_component_specs.MODEL_KEY: [model],
+               standard_component_specs.MODEL_RUN_KEY: [model_run]},
+      _properties(dataset.teacher_module_file, budget['teacher_steps'], budget,
+                  dataset.label_column, seed=0))
+  return model.uri
+
+
+def distill(inputs: dict, teacher_uri: str, dataset, budget: dict, output_dir: str,
+            seed: int, settings: training.DistillationSettings) -> dict:
+  """Runs the Distiller executor once; returns its metrics and the student's folder."""
+  teacher = standard_artifacts.Model()
+  teacher.uri = teacher_uri
+  model = _artifact(standard_artifacts.Model, os.path.join(output_dir, 'model'))
+  model_run = _artifact(standard_artifacts.ModelRun, os.path.join(output_dir, 'model_run'))
+  metrics = _artifact(artifacts.ModelMetrics, os.path.join(output_dir, 'metrics'))
+  properties = _properties(dataset.student_module_file, budget['student_steps'], budget,
+                           dataset.label_column, seed,
+                           learning_rate=budget['student_learning_rate'])
+  properties[distiller_spec.DISTILLATION_KEY] = settings.to_json()
+  distiller_executor.Executor().Do(
+      {**inputs, distiller_spec.TEACHER_MODEL_KEY: [teacher]},
+      {standard_component_specs.MODEL_KEY: [model],
+       standard_component_specs.MODEL_RUN_KEY: [model_run],
+       distiller_spec.METRICS_KEY: [metrics]}, properties)
+  result = distiller_executor.read_metrics(metrics.uri)
+  result['model_dir'] = evaluation.serving_model_path(model.uri)
+  return result
+
+
+def run_dataset(name: str, work_dir: str, seeds, settings) -> dict:
+  dataset = datasets.resolve(name, work_dir)
+  budget = BUDGETS[name]
+  transformed_uri, graph_uri, raw_uri = common.transform_dataset(name, os.path.join(
+      work_dir, name))
+  inputs = _inputs(transformed_uri, graph_uri)
+  teacher_uri = train_teacher(inputs, dataset, budget, os.path.join(work_dir, name, 'teacher'))
+  runs = [distill(inputs, teacher_uri, dataset, budget,
+                  os.path.join(work_dir, name, f'student-{seed}-{time.time_ns()}'), seed,
+                  settings) for seed in seeds]
+  raw_eval = evaluation.read_serialized_examples(os.path.join(raw_uri, 'Split-eval', '*'))
+  teacher_figures = evaluation.evaluate_saved_model(
+      evaluation.serving_model_path(teacher_uri), raw_eval)
+  student_figures = evaluation.evaluate_saved_model(runs[0]['model_dir'], raw_eval)
+
+  def mean(key):
+    return statistics.fmean(run[key] for run in runs)
+
+  teacher_acc = statistics.fmean(run['teacher_accuracy'][0] for run in runs)
+  scratch_acc = mean('scratch_accuracy')
+  distilled_acc = mean('student_accuracy')
+  gap = teacher_acc - scratch_acc
+  return {
+      'teacher_acc': teacher_acc,
+      'scratch_acc': scratch_acc,
+      'distilled_acc': distilled_acc,
+      'exported_acc': mean('exported_accuracy'),
+      'majority_acc': mean('majority_accuracy'),
+      'gap': gap,
+      'gap_closed': (distilled_acc - scratch_acc) / gap if gap > 0 else None,
+      'distilled_minus_scratch_per_seed': [run['student_accuracy'] - run['scratch_accuracy']
+                                           for run in runs],
+      'exported_student_per_seed': [run['exported_student'] for run in runs],
+      'chosen_settings_per_seed': [(run['temperature'], run['alpha']) for run in runs],
+      'teacher_params': runs[0]['teacher_parameters'][0],
+      'student_params': runs[0]['student_parameters'],
+      'student_param_ratio': runs[0]['student_param_ratio'],
+      'teacher_latency_ms': teacher_figures.latency_ms,
+      'student_latency_ms': student_figures.latency_ms,
+      'student_latency_ratio': student_figures.latency_ms / teacher_figures.latency_ms,
+      'raw_eval_teacher_acc': teacher_figures.accuracy,
+      'raw_eval_student_acc': student_figures.accuracy,
+      'eval_examples': teacher_figures.examples,
+  }
+
+
+def main() -> None:
+  parser = common.argument_parser(__doc__, 'distillery-distillation-benchmark')
+  parser.add_argument('--seeds', default='0,1,2')
+  parser.add_argument('--datasets', default='taxi,digits')
+  parser.add_argument('--no-tune', action='store_true', help='fixed T=4, alpha=0.1')
+  args = parser.parse_args()
+  seeds = [int(seed) for seed in args.seeds.split(',')]
+  settings = training.DistillationSettings(tune=not args.no_tune)
+
+  def run():
+    result = {name: run_dataset(name, args.work_dir, seeds, settings)
+              for name in args.datasets.split(',')}
+    result['seeds'] = seeds
+    result['tuned'] = settings.tune
+    return result
+
+  common.print_result(run, args.json)
+
+
+if __name__ == '__main__':
+  main()

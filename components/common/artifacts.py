@@ -1,0 +1,11 @@
+"""Artifact types of ours: where the components' measured figures live."""
+
+from tfx.types import artifact
+
+
+class ModelMetrics(artifact.Artifact):
+  """A folder with `metrics.json`: accuracies, sizes, latencies and trials of a stage.
+
+  Written by the Distiller, Pruner and Quantizer and read by the gate and the report.
+  """
+  TYPE_NAME = 'DistilleryModelMetrics'

@@ -1,0 +1,252 @@
+"""Model pieces every training loop of ours shares: heads, losses, export.
+
+Teachers (trainer_modules.base), the Distiller and the optimizers all use these,
+so every model they export serves the same way: serialized raw tf.Examples in,
+the transform graph applied inside, logits, probabilities and classes out.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import tensorflow as tf
+import tf_keras
+import tensorflow_transform as tft
+
+from components.common import callbacks as keras_callbacks
+from components.common import evaluation
+from components.common import progress
+from components.common import reading
+from components.distributed_trainer import strategy as distribution
+
+LABEL_KEY = reading.DEFAULT_LABEL_KEY
+SERVING_SIGNATURE = evaluation.SERVING_SIGNATURE
+TRANSFORM_SIGNATURE = evaluation.TRANSFORM_SIGNATURE
+METRICS_FILE_NAME = 'metrics.json'
+
+
+def num_classes(tf_transform_output: tft.TFTransformOutput) -> int:
+  """Number of label classes, read from the transformed schema's label domain."""
+  return tf_transform_output.num_buckets_for_transformed_feature(LABEL_KEY)
+
+def output_units(tf_transform_output: tft.TFTransformOutput) -> int:
+  """One logit for a binary label, one per class otherwise."""
+  classes = num_classes(tf_transform_output)
+  return 1 if classes == 2 else classes
+
+def loss_and_metrics(units: int):
+  """Cross-entropy on logits and an accuracy that reads logits."""
+  if units == 1:
+    return (tf_keras.losses.BinaryCrossentropy(from_logits=True),
+            [tf_keras.metrics.BinaryAccuracy(name='accuracy', threshold=0.0)])
+  return (tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+          [tf_keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
+
+def prepare_labels(units: int):
+  """Maps (features, label) batches to what the loss expects."""
+
+  def prepare(features, label):
+    label = tf.reshape(label, [-1])
+    if units == 1:
+      return features, tf.cast(tf.reshape(label, [-1, 1]), tf.float32)
+    return features, label
+
+  return prepare
+
+def outputs_from_logits(logits: tf.Tensor) -> Dict[str, tf.Tensor]:
+  """Serving outputs: logits, probabilities and the predicted class."""
+  if logits.shape[-1] == 1:
+    probabilities = tf.sigmoid(logits)
+    classes = tf.cast(tf.reshape(logits, [-1]) > 0, tf.int64)
+  else:
+    probabilities = tf.nn.softmax(logits)
+    classes = tf.argmax(logits, axis=-1)
+  return {'logits': logits, 'probabilities': probabilities, 'classes': classes}
+
+def serving_signatures(model: tf_keras.Model, tf_transform_output: tft.TFTransformOutput,
+                       label_column: str) -> Dict[str, Callable]:
+  """Signatures that take serialized raw tf.Examples and apply the transform inside.
+
+  Args:
+    model: Keras model over transformed features, emitting logits.
+    tf_transform_output: The transform graph the model was trained on.
+    label_column: Raw label column, which serving requests don't carry.
+
+  Returns:
+    `serving_default` (predictions) and `transform_features` (transformed inputs).
+  """
+  model.tft_layer = tf_transform_output.transform_features_layer()
+  raw_feature_spec = dict(tf_transform_output.raw_feature_spec())
+  raw_feature_spec.pop(label_column, None)
+
+  @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name='examples')])
+  def serve_examples(serialized_examples):
+    raw_features = tf.io.parse_example(serialized_examples, raw_feature_spec)
+    transformed = model.tft_layer(raw_features)
+    features = {name: transformed[name] for name in model.input_names}
+    return outputs_from_logits(model(features, training=False))
+
+  full_raw_spec = tf_transform_output.raw_feature_spec()
+
+  @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name='examples')])
+  def transform_examples(serialized_examples):
+    raw_features = tf.io.parse_example(serialized_examples, full_raw_spec)
+    return model.tft_layer(raw_features)
+
+  return {SERVING_SIGNATURE: serve_examples, TRANSFORM_SIGNATURE: transform_examples}
+
+def export_serving_model(model: tf_keras.Model, tf_transform_output: tft.TFTransformOutput,
+                         label_column: str, serving_model_dir: str) -> None:
+  """Saves a SavedModel with the serving signatures, written whole or not at all."""
+  signatures = serving_signatures(model, tf_transform_output, label_column)
+  temporary_dir = serving_model_dir.rstrip('/') + '.tmp'
+  if tf.io.gfile.exists(temporary_dir):
+    tf.io.gfile.rmtree(temporary_dir)
+  model.save(temporary_dir, save_format='tf', signatures=signatures)
+  if tf.io.gfile.exists(serving_model_dir):
+    tf.io.gfile.rmtree(serving_model_dir)
+  tf.io.gfile.rename(temporary_dir, serving_model_dir)
+
+def write_metrics(directory: str, metrics: dict) -> None:
+  """Writes `metrics.json` (eval accuracy, parameters, ...) into a run directory."""
+  tf.io.gfile.makedirs(directory)
+  with tf.io.gfile.GFile(os.path.join(directory, METRICS_FILE_NAME), 'w') as handle:
+    handle.write(json.dumps(metrics, indent=2, sort_keys=True))
+
+def config_value(fn_args, key: str, default):
+  """A setting from hyperparameters, else custom_config, else the default."""
+  for source in (getattr(fn_args, 'hyperparameters', None), getattr(fn_args, 'custom_config', None)):
+    if isinstance(source, dict) and key in source:
+      return source[key]
+  return default
+
+
+STEPS_PER_EXECUTION = 16
+
+
+@dataclasses.dataclass
+class TrainingRun:
+  """What every training loop of ours derives from `fn_args`: data, strategy, budget.
+
+  Settings come from hyperparameters, then custom_config: `batch_size` (per
+  replica, default 256), `epochs` (5), `learning_rate` (1e-3),
+  `steps_per_execution` (16), `label_column` ('label'), `seed` (none).
+  """
+  fn_args: Any
+  tf_transform_output: tft.TFTransformOutput
+  units: int
+  strategy: tf.distribute.Strategy
+  per_replica_batch_size: int
+  global_batch_size: int
+  epochs: int
+  steps_per_epoch: int
+  eval_steps: int
+  steps_per_execution: int
+  label_column: str
+  options: reading.IngestionOptions
+
+  @classmethod
+  def from_fn_args(cls, fn_args, train_steps: Optional[int] = None) -> 'TrainingRun':
+    """Plans a run of `train_steps` (fn_args.train_steps when None) steps."""
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    strategy = distribution.strategy_for(fn_args)
+    seed = config_value(fn_args, 'seed', None)
+    if seed is not None:  # Same seed on every worker: replicas start from equal weights.
+      tf_keras.utils.set_random_seed(int(seed))
+    train_steps = int(train_steps or fn_args.train_steps)
+    per_replica_batch_size = int(config_value(fn_args, 'batch_size', 256))
+    epochs = max(1, min(int(config_value(fn_args, 'epochs', 5)), train_steps))
+    steps_per_epoch = max(1, train_steps // epochs)
+    # Several steps per call amortise the per-call cost of a step (Python, and for
+    # several workers the collective launch and synchronisation), which dominates
+    # small batches.
+    steps_per_execution = max(1, min(steps_per_epoch, int(config_value(
+        fn_args, 'steps_per_execution', STEPS_PER_EXECUTION))))
+    return cls(
+        fn_args=fn_args, tf_transform_output=tf_transform_output,
+        units=output_units(tf_transform_output), strategy=strategy,
+        per_replica_batch_size=per_replica_batch_size,
+        global_batch_size=per_replica_batch_size * strategy.num_replicas_in_sync,
+        epochs=epochs, steps_per_epoch=steps_per_epoch,
+        eval_steps=max(1, fn_args.eval_steps or 1),
+        steps_per_execution=steps_per_execution,
+        label_column=config_value(fn_args, 'label_column', LABEL_KEY),
+        options=reading.read_options(
+            os.path.dirname(os.path.dirname(fn_args.train_files[0]))))
+
+  def optimizer(self) -> tf_keras.optimizers.Optimizer:
+    """Adam at the configured learning rate (create it inside the strategy scope)."""
+    return tf_keras.optimizers.Adam(float(config_value(self.fn_args, 'learning_rate', 1e-3)))
+
+  def train_dataset(self, record_dataset_fn=None) -> tf.data.Dataset:
+    """Shuffled, repeated training batches of the global batch size."""
+    # Whole batches only: workers must all-gather equally shaped (embedding) gradients.
+    return reading.make_dataset(self.fn_args.train_files, self.tf_transform_output,
+                                self.global_batch_size, self._options(record_dataset_fn),
+                                batch_map_fn=prepare_labels(self.units), drop_remainder=True,
+                                record_dataset_fn=record_dataset_fn)
+
+  def eval_dataset(self, file_pattern=None, record_dataset_fn=None) -> tf.data.Dataset:
+    """Batches of the eval split (or of `file_pattern`), repeated."""
+    return reading.make_dataset(file_pattern or self.fn_args.eval_files,
+                                self.tf_transform_output, self.global_batch_size,
+                                self._options(record_dataset_fn),
+                                batch_map_fn=prepare_labels(self.units),
+                                record_dataset_fn=record_dataset_fn)
+
+  def majority_accuracy(self) -> float:
+    """Accuracy of always predicting the most common class, on the batches evaluated."""
+    counts = {}
+    for _, labels in self.eval_dataset().take(self.eval_steps):
+      for label in tf.reshape(tf.cast(labels, tf.int64), [-1]).numpy():
+        counts[int(label)] = counts.get(int(label), 0) + 1
+    return max(counts.values()) / max(1, sum(counts.values()))
+
+  def _options(self, record_dataset_fn) -> reading.IngestionOptions:
+    # A file cache is keyed by path alone, so a filtered slice must not share it.
+    if record_dataset_fn is not None and self.options.cache == 'file':
+      return dataclasses.replace(self.options, cache='memory')
+    return self.options
+
+  def log_plan(self, model_name: str, model: tf_keras.Model) -> None:
+    progress.get_logger().info(
+        '%s: %d parameters, %s x %d replicas, global batch %d = %d per replica x %d, '
+        '%d epochs x %d steps, %d steps per call', model_name, model.count_params(),
+        type(self.strategy).__name__, self.strategy.num_replicas_in_sync,
+        self.global_batch_size, self.per_replica_batch_size,
+        self.strategy.num_replicas_in_sync, self.epochs, self.steps_per_epoch,
+        self.steps_per_execution)
+
+  def callbacks(self, model_name: str, run_name: str = '', profile: bool = True
+               ) -> Tuple[keras_callbacks.EpochProgress, List[tf_keras.callbacks.Callback]]:
+    """Progress lines, TensorBoard, BackupAndRestore and the communication profile.
+
+    Args:
+      model_name: Name shown in the progress lines.
+      run_name: Subfolder of the TensorBoard logs and the backup, for a run_fn
+        that trains several models one after the other.
+      profile: Add the communication profile under all-reduce strategies (it
+        needs a functional model, whose inputs it can fake).
+    """
+    epoch_progress = keras_callbacks.EpochProgress(model_name)
+    training_callbacks = [epoch_progress, tf_keras.callbacks.TensorBoard(
+        os.path.join(self.fn_args.model_run_dir, run_name))]
+    if distribution.backup_dir(self.fn_args):
+      training_callbacks.append(tf_keras.callbacks.BackupAndRestore(
+          os.path.join(distribution.backup_dir(self.fn_args), run_name)))
+    if profile and distribution.uses_all_reduce(self.fn_args, self.strategy):
+      training_callbacks.append(keras_callbacks.CommunicationProfile(self.per_replica_batch_size))
+    return epoch_progress, training_callbacks
+
+  def describe(self, epoch_progress: keras_callbacks.EpochProgress) -> Dict[str, Any]:
+    """The run's budget and progress, for metrics.json."""
+    return {
+        'train_steps': self.epochs * self.steps_per_epoch,
+        'epochs': self.epochs,
+        'first_epoch': epoch_progress.first_epoch,
+        'epochs_run': epoch_progress.epochs_run,
+        'global_batch_size': self.global_batch_size,
+        'steps_per_epoch': self.steps_per_epoch,
+        'epoch_seconds': epoch_progress.epoch_seconds,
+    }

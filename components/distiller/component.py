@@ -1,0 +1,177 @@
+"""Distiller: knowledge distillation from frozen teachers into a small student."""
+
+import ast
+import os
+from typing import Any, Dict, Optional, Sequence
+
+from tfx import types
+from tfx import v1 as tfx
+from tfx.components.util import udf_utils
+from tfx.dsl.components.base import base_component
+from tfx.dsl.components.base import executor_spec
+from tfx.types import standard_artifacts
+from tfx.types import standard_component_specs
+from tfx.utils import json_utils
+
+from components.common import artifacts
+from components.distiller import executor
+from components.distiller import spec as distiller_spec
+from components.distiller import training
+from components.distributed_trainer import spec as trainer_spec
+from components.distributed_trainer import strategy as strategy_lib
+
+DISTILLER_STRATEGIES = ('one_device', 'mirrored', 'multi_worker_mirrored')
+
+
+def check_module_defines(module_file: str, function_name: str) -> None:
+  """Raises ValueError when a local module file has no top-level `function_name`.
+
+  The file is parsed, not imported, so constructing the pipeline runs no user code.
+  Remote paths (gs://...) are left to the executor, which reports the same.
+  """
+  if '://' in module_file:
+    return
+  if not os.path.isfile(module_file):
+    raise ValueError(f'module_file {module_file!r} does not exist.')
+  with open(module_file, encoding='utf-8') as handle:
+    tree = ast.parse(handle.read(), filename=module_file)
+  defined = {node.name for node in tree.body
+             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+  defined |= {target.id for node in tree.body if isinstance(node, ast.Assign)
+              for target in node.targets if isinstance(target, ast.Name)}
+  if function_name not in defined:
+    raise ValueError(f'module_file {module_file!r} must define {function_name}('
+                     'tf_transform_output, hyperparameters) returning a tf_keras.Model that '
+                     'outputs logits; it defines none.')
+
+
+class Distiller(base_component.BaseComponent):
+  """Trains a small student on the soft targets of frozen teacher models.
+
+  The student module exposes `build_student(tf_transform_output, hyperparameters)`
+  returning a tf_keras model that outputs logits; the Distiller owns the loop:
+  `alpha * CE(labels, student) + (1 - alpha) * T^2 * KL(teacher_T || student_T)`.
+  Teachers are any Keras models over the transformed features (a Trainer's or
+  DistributedTrainer's `model`); softmax or sigmoid outputs are detected and
+  their logits recovered. The student is exported with the teacher's serving
+  signatures, so Evaluator, Pusher and the optimizers take it like any model.
+
+  Example:
+
+    distiller = Distiller(
+        examples=transform.outputs['transformed_examples'],
+        transform_graph=transform.outputs['transform_graph'],
+        teacher_model=trainer.outputs['model'],
+        module_file='trainer_modules/taxi_student.py',
+        temperature=4.0, alpha=0.1,
+        train_args=tfx.proto.TrainArgs(num_steps=1000),
+        eval_args=tfx.proto.EvalArgs(num_steps=50))
+  """
+
+  SPEC_CLASS = distiller_spec.DistillerSpec
+  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+  def __init__(self,
+               examples: types.BaseChannel,
+               transform_graph: types.BaseChannel,
+               module_file: str,
+               teacher_model: Optional[types.BaseChannel] = None,
+               teacher_models: Optional[Sequence[types.BaseChannel]] = None,
+               schema: Optional[types.BaseChannel] = None,
+               hyperparameters: Optional[types.BaseChannel] = None,
+               temperature: float = 4.0,
+               alpha: float = 0.1,
+               teacher_output: str = 'auto',
+               teacher_weights: Optional[Sequence[float]] = None,
+               multi_teacher_mode: str = 'average',
+               train_baseline: bool = True,
+               tune: bool = False,
+               temperatures: Sequence[float] = (1.0, 2.0, 4.0, 8.0),
+               alphas: Sequence[float] = (0.1, 0.5, 0.9),
+               validation_percent: int = 10,
+               train_args: Optional[tfx.proto.TrainArgs] = None,
+               eval_args: Optional[tfx.proto.EvalArgs] = None,
+               custom_config: Optional[Dict[str, Any]] = None,
+               strategy: str = 'multi_worker_mirrored',
+               num_workers: int = 1,
+               communication: str = 'auto'):
+    """Constructs a Distiller.
+
+    Args:
+      examples: Transformed examples (IngestionTransform's or Transform's).
+      transform_graph: The transform graph, applied inside the exported student.
+      module_file: Python file defining `build_student`.
+      teacher_model: The teacher's Model channel. Give this or `teacher_models`.
+      teacher_models: 1 to 4 teacher Model channels, in the order of `teacher_weights`.
+      schema: Optional Schema channel, as for Trainer.
+      hyperparameters: Optional HyperParameters channel; passed to build_student.
+      temperature: Softening temperature T > 0.
+      alpha: Weight of the hard-label loss in [0, 1]; 1 trains from scratch.
+      teacher_output: `auto` (detect a softmax/sigmoid output layer), `logits`
+        or `probabilities`. A declaration the teacher contradicts is an error.
+      teacher_weights: Non-negative weight per teacher for the averaged soft target.
+      multi_teacher_mode: `average` (one student, averaged tempered targets) or
+        `many_on_many` (one student per teacher, exported as their ensemble).
+      train_baseline: Also train the student from scratch on the same budget and
+        record its accuracy; a warning says when it beats the distilled one.
+      tune: Search `temperatures` x `alphas` on a held-out slice of the training
+        split, train the final student with the best pair, record every trial,
+        and export the from-scratch student if it beats every distilled one.
+      temperatures: Temperatures tried when tuning.
+      alphas: Alphas tried when tuning.
+      validation_percent: Percent of training examples held out for tuning (1-50).
+      train_args: Steps of every training (student, baseline and each trial).
+      eval_args: Steps of every evaluation.
+      custom_config: `batch_size` (per replica), `epochs`, `learning_rate`, ...
+      strategy: `one_device`, `mirrored` or `multi_worker_mirrored`.
+      num_workers: Training processes, as for DistributedTrainer.
+      communication: `auto`, `ring` or `nccl`, as for DistributedTrainer.
+
+    Raises:
+      ValueError: naming the argument that is not allowed.
+    """
+    if (teacher_model is None) == (teacher_models is None):
+      raise ValueError('Give exactly one of teacher_model (one teacher) or teacher_models '
+                       '(a list of 1 to 4).')
+    teachers = [teacher_model] if teacher_model is not None else list(teacher_models)
+    if not 1 <= len(teachers) <= distiller_spec.MAX_TEACHERS:
+      raise ValueError(f'teacher_models takes 1 to {distiller_spec.MAX_TEACHERS} channels; '
+                       f'got {len(teachers)}.')
+    if not module_file or not isinstance(module_file, str):
+      raise ValueError('module_file must name the student module (a .py file defining '
+                       f'build_student); got {module_file!r}.')
+    check_module_defines(module_file, executor.STUDENT_FN)
+    if strategy not in DISTILLER_STRATEGIES:
+      raise ValueError(f'strategy for the Distiller must be one of '
+                       f'{", ".join(DISTILLER_STRATEGIES)}; got {strategy!r}.')
+    strategy_lib.validate(strategy, num_workers, 0, communication)
+    settings = training.DistillationSettings(
+        temperature=temperature, alpha=alpha, teacher_output=teacher_output,
+        teacher_weights=tuple(teacher_weights) if teacher_weights is not None else None,
+        multi_teacher_mode=multi_teacher_mode, train_baseline=bool(train_baseline),
+        tune=bool(tune), temperatures=tuple(temperatures), alphas=tuple(alphas),
+        validation_percent=validation_percent)
+    training.validate(settings, len(teachers))
+    spec = distiller_spec.DistillerSpec(
+        examples=examples,
+        transform_graph=transform_graph,
+        schema=schema,
+        hyperparameters=hyperparameters,
+        module_file=module_file,
+        train_args=train_args or tfx.proto.TrainArgs(num_steps=1000),
+        eval_args=eval_args or tfx.proto.EvalArgs(num_steps=100),
+        custom_config=json_utils.dumps(custom_config),
+        **{distiller_spec.DISTILLATION_KEY: settings.to_json(),
+           trainer_spec.STRATEGY_KEY: strategy,
+           trainer_spec.NUM_WORKERS_KEY: num_workers,
+           trainer_spec.NUM_PARAMETER_SERVERS_KEY: 0,
+           trainer_spec.COMMUNICATION_KEY: communication},
+        **dict(zip(distiller_spec.TEACHER_MODEL_KEYS, teachers)),
+        model=types.Channel(type=standard_artifacts.Model),
+        model_run=types.Channel(type=standard_artifacts.ModelRun),
+        metrics=types.Channel(type=artifacts.ModelMetrics))
+    super().__init__(spec=spec)
+    if udf_utils.should_package_user_modules():
+      # The module is packaged into a wheel at compile time, as for Trainer.
+      udf_utils.add_user_module_dependency(self, standard_component_specs.MODULE_FILE_KEY,
+                                           standard_component_specs.MODULE_PATH_KEY)

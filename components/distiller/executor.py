@@ -1,0 +1,52 @@
+"""Distiller's executor: the DistributedTrainer's processes, running the distillation."""
+
+import json
+from typing import Any, Dict, List
+
+from tfx import types
+from tfx.components.trainer import executor as trainer_executor
+from tfx.components.util import udf_utils
+from tfx.types import artifact_utils
+from tfx.types import standard_component_specs
+
+from components.common import evaluation
+from components.distiller import spec as distiller_spec
+from components.distiller import training
+from components.distributed_trainer import executor as trainer_executor_lib
+
+# Called by the Distiller in the student module file.
+STUDENT_FN = 'build_student'
+
+
+class TrainingExecutor(trainer_executor.GenericExecutor):
+  """Distills inside one training process (the chief, or every worker of a cluster)."""
+
+  def Do(self, input_dict: Dict[str, List[types.Artifact]],
+         output_dict: Dict[str, List[types.Artifact]],
+         exec_properties: Dict[str, Any]) -> None:
+    fn_args = self._GetFnArgs(input_dict, output_dict, exec_properties)
+    try:
+      build_student = udf_utils.get_fn(exec_properties, STUDENT_FN)
+    except AttributeError as error:
+      raise ValueError(f'The Distiller\'s module_file must define {STUDENT_FN}('
+                       f'tf_transform_output, hyperparameters); {error}') from error
+    teacher_paths = [evaluation.serving_model_path(artifact_utils.get_single_uri(
+        input_dict[key])) for key in distiller_spec.TEACHER_MODEL_KEYS if input_dict.get(key)]
+    settings = training.DistillationSettings.from_json(
+        exec_properties[distiller_spec.DISTILLATION_KEY])
+    metrics_dir = artifact_utils.get_single_uri(output_dict[distiller_spec.METRICS_KEY])
+    training.Distillation(fn_args, build_student, teacher_paths, settings).execute(metrics_dir)
+
+
+class Executor(trainer_executor_lib.Executor):
+  """Runs the distillation in this process or on a local cluster, as DistributedTrainer trains."""
+
+  PROCESS_EXECUTOR = f'{__name__}.TrainingExecutor'
+  COMPONENT_NAME = 'Distiller'
+
+
+def read_metrics(metrics_uri: str) -> Dict[str, Any]:
+  """The metrics JSON a Distiller execution wrote into its `metrics` artifact."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  with tf.io.gfile.GFile(f'{metrics_uri.rstrip("/")}/{training.METRICS_FILE_NAME}') as handle:
+    return json.load(handle)

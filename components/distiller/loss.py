@@ -1,0 +1,92 @@
+"""The distillation loss, written once, and the conversions it needs.
+
+A binary model emits one logit z; it is treated as the two-class logits [0, z],
+whose softmax is [1 - sigmoid(z), sigmoid(z)]. Binary and multi-class then share
+every formula below.
+"""
+
+from typing import Optional, Sequence
+
+import tensorflow as tf
+
+# Probabilities are clipped this far from 0 and 1 before logits are recovered.
+PROBABILITY_EPSILON = 1e-7
+
+
+def class_logits(logits: tf.Tensor) -> tf.Tensor:
+  """[batch, 1] binary logits as [batch, 2] class logits; others unchanged."""
+  logits = tf.convert_to_tensor(logits)
+  if logits.shape[-1] == 1:
+    return tf.concat([tf.zeros_like(logits), logits], axis=-1)
+  return logits
+
+
+def tempered_probabilities(logits: tf.Tensor, temperature: float) -> tf.Tensor:
+  """softmax(logits / temperature) over the classes ([batch, 2] for binary)."""
+  return tf.nn.softmax(class_logits(logits) / temperature, axis=-1)
+
+
+def soft_targets(teacher_logits: Sequence[tf.Tensor], temperature: float,
+                 weights: Optional[Sequence[float]] = None) -> tf.Tensor:
+  """The (weighted) average of the teachers' tempered distributions.
+
+  Args:
+    teacher_logits: One [batch, units] logits tensor per teacher.
+    temperature: Softening temperature T > 0.
+    weights: One non-negative weight per teacher; equal weights when None.
+
+  Returns:
+    [batch, classes] probabilities that sum to 1 per example.
+  """
+  if weights is None:
+    weights = [1.0] * len(teacher_logits)
+  total = float(sum(weights))
+  distributions = [weight / total * tempered_probabilities(logits, temperature)
+                   for weight, logits in zip(weights, teacher_logits)]
+  return tf.add_n(distributions)
+
+
+def distillation_loss(labels: tf.Tensor, student_logits: tf.Tensor,
+                      teacher_targets: tf.Tensor, temperature: float,
+                      alpha: float) -> tf.Tensor:
+  """Per-example `alpha * CE(labels, student) + (1 - alpha) * T^2 * KL(teacher || student_T)`.
+
+  The cross-entropy reads the student at T = 1; the KL term compares the
+  teacher's tempered distribution (the target) with the student's at the same
+  temperature. T^2 keeps the soft term's gradients on the scale of the hard
+  term's as T changes (Hinton et al., 2015).
+
+  Args:
+    labels: Integer class indices, [batch] or [batch, 1].
+    student_logits: [batch, units] student logits.
+    teacher_targets: [batch, classes] soft targets from `soft_targets`.
+    temperature: T > 0.
+    alpha: Weight of the hard-label term, in [0, 1].
+
+  Returns:
+    [batch] losses.
+  """
+  student_class_logits = class_logits(student_logits)
+  labels = tf.cast(tf.reshape(labels, [-1]), tf.int64)
+  hard_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=labels, logits=student_class_logits)
+  if alpha == 1.0:
+    return hard_loss
+  student_log_probabilities = tf.nn.log_softmax(student_class_logits / temperature, axis=-1)
+  teacher_targets = tf.stop_gradient(teacher_targets)
+  soft_loss = tf.reduce_sum(
+      teacher_targets * (tf.math.log(tf.maximum(teacher_targets, PROBABILITY_EPSILON))
+                         - student_log_probabilities), axis=-1)
+  return alpha * hard_loss + (1.0 - alpha) * temperature ** 2 * soft_loss
+
+
+def logits_from_probabilities(probabilities: tf.Tensor) -> tf.Tensor:
+  """Recovers logits from a sigmoid ([batch, 1]) or softmax ([batch, K]) output.
+
+  Softmax logits are recovered up to a per-example constant, which softmax
+  ignores.
+  """
+  clipped = tf.clip_by_value(probabilities, PROBABILITY_EPSILON, 1.0 - PROBABILITY_EPSILON)
+  if probabilities.shape[-1] == 1:
+    return tf.math.log(clipped) - tf.math.log1p(-clipped)
+  return tf.math.log(clipped)

@@ -1,0 +1,355 @@
+"""The Distiller's training loop: teachers frozen, student trained on the blended loss.
+
+Runs inside each training process (one, or one per worker under
+MultiWorkerMirroredStrategy), reading through the shared reading library.
+"""
+
+import dataclasses
+import itertools
+import json
+import os
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import tensorflow as tf
+import tf_keras
+import tensorflow_transform as tft
+
+from components.common import modeling
+from components.common import progress
+from components.distiller import loss as loss_lib
+from components.distiller import teachers as teachers_lib
+
+MULTI_TEACHER_MODES = ('average', 'many_on_many')
+METRICS_FILE_NAME = 'metrics.json'
+StudentBuilder = Callable[[tft.TFTransformOutput, Optional[dict]], tf_keras.Model]
+
+
+@dataclasses.dataclass(frozen=True)
+class DistillationSettings:
+  """How to distill; validated by `validate` when the component is constructed.
+
+  Attributes:
+    temperature: Softening temperature T > 0 (when not tuned).
+    alpha: Weight of the hard-label cross-entropy, in [0, 1] (when not tuned).
+    teacher_output: `auto`, `logits` or `probabilities`.
+    teacher_weights: One weight per teacher for the averaged soft target.
+    multi_teacher_mode: `average` (one student, averaged soft targets) or
+      `many_on_many` (one student per teacher, ensembled into one model).
+    train_baseline: Also train the same student from scratch on the same budget.
+    tune: Search `temperatures` x `alphas` on a validation slice of the training
+      split, then train the final student with the best pair.
+    temperatures: Tuning grid of temperatures.
+    alphas: Tuning grid of alphas.
+    validation_percent: Share of training examples (by record hash) held out
+      for tuning.
+  """
+  temperature: float = 4.0
+  alpha: float = 0.1
+  teacher_output: str = 'auto'
+  teacher_weights: Optional[Tuple[float, ...]] = None
+  multi_teacher_mode: str = 'average'
+  train_baseline: bool = True
+  tune: bool = False
+  temperatures: Tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
+  alphas: Tuple[float, ...] = (0.1, 0.5, 0.9)
+  validation_percent: int = 10
+
+  def to_json(self) -> str:
+    return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> 'DistillationSettings':
+    values = json.loads(text)
+    for key in ('teacher_weights', 'temperatures', 'alphas'):
+      if values.get(key) is not None:
+        values[key] = tuple(values[key])
+    return cls(**values)
+
+
+def _is_number(value) -> bool:
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def validate(settings: DistillationSettings, num_teachers: int) -> None:
+  """Raises ValueError naming the first setting that is not allowed.
+
+  Args:
+    settings: The settings to check.
+    num_teachers: Teacher models given to the Distiller.
+  """
+  if not _is_number(settings.temperature) or not settings.temperature > 0:
+    raise ValueError(f'temperature must be a number > 0; got {settings.temperature!r}.')
+  if not _is_number(settings.alpha) or not 0.0 <= settings.alpha <= 1.0:
+    raise ValueError(f'alpha must be a number in [0, 1]; got {settings.alpha!r}.')
+  if settings.teacher_output not in teachers_lib.TEACHER_OUTPUTS:
+    raise ValueError(f'teacher_output must be one of {", ".join(teachers_lib.TEACHER_OUTPUTS)};'
+                     f' got {settings.teacher_output!r}.')
+  if settings.multi_teacher_mode not in MULTI_TEACHER_MODES:
+    raise ValueError(f'multi_teacher_mode must be one of {", ".join(MULTI_TEACHER_MODES)}; '
+                     f'got {settings.multi_teacher_mode!r}.')
+  if settings.teacher_weights is not None:
+    weights = settings.teacher_weights
+    if len(weights) != num_teachers:
+      raise ValueError(f'teacher_weights needs one weight per teacher ({num_teachers}); got '
+                       f'{len(weights)}.')
+    if any(not _is_number(weight) or weight < 0 for weight in weights) or not sum(weights) > 0:
+      raise ValueError(f'teacher_weights must be numbers >= 0 with a positive sum; got '
+                       f'{list(weights)}.')
+    if settings.multi_teacher_mode == 'many_on_many':
+      raise ValueError("teacher_weights apply to multi_teacher_mode 'average' only; "
+                       "'many_on_many' gives every student one teacher.")
+  if settings.tune:
+    if not settings.temperatures or any(
+        not _is_number(value) or not value > 0 for value in settings.temperatures):
+      raise ValueError(f'temperatures (the tuning grid) must be numbers > 0; got '
+                       f'{settings.temperatures!r}.')
+    if not settings.alphas or any(
+        not _is_number(value) or not 0.0 <= value <= 1.0 for value in settings.alphas):
+      raise ValueError(f'alphas (the tuning grid) must be numbers in [0, 1]; got '
+                       f'{settings.alphas!r}.')
+  if (not isinstance(settings.validation_percent, int) or isinstance(
+      settings.validation_percent, bool) or not 1 <= settings.validation_percent <= 50):
+    raise ValueError(f'validation_percent must be an integer in [1, 50]; got '
+                     f'{settings.validation_percent!r}.')
+
+
+class DistillationModel(tf_keras.Model):
+  """Trains `student` on the distillation loss against frozen `teachers`.
+
+  Only the student's variables are trainable: the teachers are frozen, called
+  with training=False, and their logits pass through stop_gradient.
+  """
+
+  def __init__(self, student: tf_keras.Model, teachers: Sequence[teachers_lib.Teacher],
+               temperature: float, alpha: float,
+               teacher_weights: Optional[Sequence[float]] = None):
+    super().__init__(name='distillation')
+    self.student = student
+    self.teacher_models = [teacher.model for teacher in teachers]
+    self._teachers = list(teachers)
+    self.temperature = float(temperature)
+    self.alpha = float(alpha)
+    self.teacher_weights = teacher_weights
+    self.loss_tracker = tf_keras.metrics.Mean(name='loss')
+
+  def call(self, features, training=False):
+    return self.student({name: features[name] for name in self.student.input_names},
+                        training=training)
+
+  def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
+    del sample_weight
+    targets = None
+    if self.alpha < 1.0:  # alpha = 1 is training from scratch: the teacher is not needed.
+      targets = loss_lib.soft_targets([teacher.logits(x) for teacher in self._teachers],
+                                      self.temperature, self.teacher_weights)
+    loss = tf.reduce_mean(loss_lib.distillation_loss(y, y_pred, targets, self.temperature,
+                                                     self.alpha))
+    if self.student.losses:
+      loss += tf.add_n(self.student.losses)
+    self.loss_tracker.update_state(loss)
+    # Gradients are summed over replicas, so each replica's mean is scaled down.
+    return loss / tf.distribute.get_strategy().num_replicas_in_sync
+
+  @property
+  def metrics(self):
+    return [self.loss_tracker] + super().metrics
+
+
+def check_student(student, units: int, num_classes: int, features: Dict[str, tf.Tensor]) -> None:
+  """Raises ValueError unless `student` is a tf_keras model with `units` outputs."""
+  if not isinstance(student, tf_keras.Model):
+    raise ValueError(f'build_student must return a tf_keras.Model; got {type(student).__name__}.')
+  outputs = student({name: features[name] for name in student.input_names}, training=False)
+  if outputs.shape[-1] != units:
+    raise ValueError(
+        f'The student from build_student emits {outputs.shape[-1]} outputs but the labels have '
+        f'{num_classes} classes: it must emit {units} logit(s) (1 for a binary label, one per '
+        'class otherwise).')
+
+
+def accuracy(predict_logits: Callable, dataset: tf.data.Dataset, steps: int) -> float:
+  """Fraction of `steps` batches of `dataset` whose argmax (or logit > 0) is the label."""
+  predict_logits = tf.function(predict_logits)
+  correct = total = 0
+  for features, labels in dataset.take(steps):
+    logits = predict_logits(features)
+    labels = tf.cast(tf.reshape(labels, [-1]), tf.int64)
+    if logits.shape[-1] == 1:
+      predicted = tf.cast(tf.reshape(logits, [-1]) > 0, tf.int64)
+    else:
+      predicted = tf.argmax(logits, axis=-1)
+    correct += int(tf.reduce_sum(tf.cast(predicted == labels, tf.int64)))
+    total += int(labels.shape[0])
+  return correct / max(1, total)
+
+
+def model_logits(model: tf_keras.Model) -> Callable:
+  return lambda features: model({name: features[name] for name in model.input_names},
+                                training=False)
+
+
+def ensemble(students: List[tf_keras.Model], name: str) -> tf_keras.Model:
+  """One model whose logits are the mean of the students' logits (one exported model)."""
+  if len(students) == 1:
+    return students[0]
+  inputs = {}
+  for student in students:
+    for tensor, input_name in zip(student.inputs, student.input_names):
+      inputs.setdefault(input_name, tf_keras.Input(
+          shape=tuple(tensor.shape[1:]), dtype=tensor.dtype, name=input_name))
+  logits = tf_keras.layers.Average(name='logits')([
+      student({key: inputs[key] for key in student.input_names}) for student in students])
+  return tf_keras.Model(inputs=inputs, outputs=logits, name=name)
+
+
+def hash_slice(compression: str, percent: int, held_out: bool) -> Callable:
+  """Opens a shard keeping the records whose hash falls in (or out of) the held-out slice."""
+
+  def open_shard(filename):
+    records = tf.data.TFRecordDataset(filename, compression_type=compression)
+
+    def keep(record):
+      in_slice = tf.strings.to_hash_bucket_fast(record, 100) < percent
+      return in_slice if held_out else tf.logical_not(in_slice)
+
+    return records.filter(keep)
+
+  return open_shard
+
+
+class Distillation:
+  """One Distiller execution: checks, optional tuning, final and baseline students."""
+
+  def __init__(self, fn_args, build_student: StudentBuilder, teacher_paths: Sequence[str],
+               settings: DistillationSettings):
+    self.fn_args = fn_args
+    self.build_student = build_student
+    self.settings = settings
+    self.run = modeling.TrainingRun.from_fn_args(fn_args)
+    self.hyperparameters = getattr(fn_args, 'hyperparameters', None)
+    self.num_classes = modeling.num_classes(self.run.tf_transform_output)
+    self.logger = progress.get_logger()
+    with self.run.strategy.scope():
+      self.teachers = [teachers_lib.load_teacher(path, settings.teacher_output)
+                       for path in teacher_paths]
+    features, _ = next(iter(self.run.eval_dataset().take(1)))
+    for teacher in self.teachers:
+      teachers_lib.check_teacher(teacher, features, self.run.units, self.num_classes)
+    check_student(self.build_student(self.run.tf_transform_output, self.hyperparameters),
+                  self.run.units, self.num_classes, features)
+
+  def train_student(self, temperature: float, alpha: float, name: str,
+                    record_dataset_fn=None) -> tf_keras.Model:
+    """Trains one student (or one per teacher, ensembled) and returns the exportable model."""
+    groups = [self.teachers]
+    if self.settings.multi_teacher_mode == 'many_on_many' and len(self.teachers) > 1:
+      groups = [[teacher] for teacher in self.teachers]
+    students = []
+    for position, group in enumerate(groups):
+      run_name = name if len(groups) == 1 else f'{name}-{position}'
+      with self.run.strategy.scope():
+        student = self.build_student(self.run.tf_transform_output, self.hyperparameters)
+        distillation = DistillationModel(student, group, temperature, alpha,
+                                         self.settings.teacher_weights if len(groups) == 1
+                                         else None)
+        _, metrics = modeling.loss_and_metrics(self.run.units)
+        distillation.compile(optimizer=self.run.optimizer(), metrics=metrics,
+                             steps_per_execution=self.run.steps_per_execution)
+      self.run.log_plan(run_name, student)
+      _, training_callbacks = self.run.callbacks(run_name, run_name=run_name, profile=False)
+      distillation.fit(self.run.train_dataset(record_dataset_fn), epochs=self.run.epochs,
+                       steps_per_epoch=self.run.steps_per_epoch, verbose=0,
+                       callbacks=training_callbacks)
+      students.append(student)
+    with self.run.strategy.scope():
+      return ensemble(students, name.replace(' ', '_').replace('=', ''))
+
+  def tune(self) -> Tuple[float, float, List[dict], float]:
+    """Grid search on the held-out slice; returns best T, alpha, all trials, scratch's accuracy."""
+    compression = self.run.options.compression
+    percent = self.settings.validation_percent
+    training_slice = hash_slice(compression, percent, held_out=False)
+    validation = self.run.eval_dataset(self.fn_args.train_files,
+                                       hash_slice(compression, percent, held_out=True))
+    trials = []
+    grid = list(itertools.product(self.settings.temperatures, self.settings.alphas))
+    for number, (temperature, alpha) in enumerate(grid, start=1):
+      student = self.train_student(temperature, alpha,
+                                   f'trial{number}-T{temperature:g}-alpha{alpha:g}',
+                                   training_slice)
+      trial_accuracy = accuracy(model_logits(student), validation, self.run.eval_steps)
+      trials.append({'temperature': float(temperature), 'alpha': float(alpha),
+                     'validation_accuracy': trial_accuracy})
+      self.logger.info('tuning trial %d/%d: temperature=%g alpha=%g validation accuracy %.4f',
+                       number, len(grid), temperature, alpha, trial_accuracy)
+    scratch = self.train_student(1.0, 1.0, 'trial-scratch', training_slice)
+    scratch_accuracy = accuracy(model_logits(scratch), validation, self.run.eval_steps)
+    self.logger.info('tuning: from-scratch student validation accuracy %.4f', scratch_accuracy)
+    best = max(trials, key=lambda trial: trial['validation_accuracy'])
+    return best['temperature'], best['alpha'], trials, scratch_accuracy
+
+  def execute(self, metrics_dir: str) -> Dict:
+    """Runs the whole distillation, exports the chosen student and writes the metrics."""
+    settings = self.settings
+    temperature, alpha = settings.temperature, settings.alpha
+    trials, scratch_validation_accuracy = [], None
+    if settings.tune:
+      temperature, alpha, trials, scratch_validation_accuracy = self.tune()
+      self.logger.info('tuning chose temperature=%g alpha=%g', temperature, alpha)
+    student = self.train_student(temperature, alpha, 'student')
+    eval_dataset = self.run.eval_dataset()
+    steps = self.run.eval_steps
+    metrics = {
+        'teacher_accuracy': [accuracy(teacher.logits, eval_dataset, steps)
+                             for teacher in self.teachers],
+        'teacher_parameters': [int(teacher.model.count_params()) for teacher in self.teachers],
+        'teacher_output_kinds': [teacher.output_kind for teacher in self.teachers],
+        'student_accuracy': accuracy(model_logits(student), eval_dataset, steps),
+        'student_parameters': int(student.count_params()),
+        'majority_accuracy': self.run.majority_accuracy(),
+        'temperature': temperature,
+        'alpha': alpha,
+        'multi_teacher_mode': settings.multi_teacher_mode,
+        'tuned': settings.tune,
+        'trials': trials,
+        'exported_student': 'distilled',
+        'eval_steps': steps,
+        'train_steps': self.run.epochs * self.run.steps_per_epoch,
+    }
+    metrics['teacher_parameters_total'] = sum(metrics['teacher_parameters'])
+    metrics['student_param_ratio'] = (metrics['student_parameters']
+                                      / max(1, max(metrics['teacher_parameters'])))
+    exported = student
+    if settings.train_baseline or settings.tune:
+      scratch = self.train_student(1.0, 1.0, 'scratch')
+      metrics['scratch_accuracy'] = accuracy(model_logits(scratch), eval_dataset, steps)
+      if settings.tune:
+        metrics['scratch_validation_accuracy'] = scratch_validation_accuracy
+        best_distilled = max(trial['validation_accuracy'] for trial in trials)
+        if scratch_validation_accuracy > best_distilled:
+          exported = scratch
+          metrics['exported_student'] = 'scratch'
+          self.logger.warning(
+              'WARNING: the from-scratch student (validation accuracy %.4f) beats every '
+              'distilled one (best %.4f); exporting the from-scratch student.',
+              scratch_validation_accuracy, best_distilled)
+      elif metrics['scratch_accuracy'] > metrics['student_accuracy']:
+        self.logger.warning(
+            'WARNING: the distilled student (eval accuracy %.4f) is worse than the same student '
+            'trained from scratch (%.4f) at temperature=%g alpha=%g; try tune=True.',
+            metrics['student_accuracy'], metrics['scratch_accuracy'], temperature, alpha)
+    metrics['exported_accuracy'] = (metrics['scratch_accuracy']
+                                    if metrics['exported_student'] == 'scratch'
+                                    else metrics['student_accuracy'])
+    self.logger.info(
+        'Distiller: teacher accuracy %s, student %.4f (%d parameters, %.3f of the teacher)%s, '
+        'majority class %.4f', ', '.join(f'{value:.4f}' for value in metrics['teacher_accuracy']),
+        metrics['student_accuracy'], metrics['student_parameters'],
+        metrics['student_param_ratio'],
+        f", from scratch {metrics['scratch_accuracy']:.4f}" if 'scratch_accuracy' in metrics
+        else '', metrics['majority_accuracy'])
+    modeling.export_serving_model(exported, self.run.tf_transform_output, self.run.label_column,
+                                  self.fn_args.serving_model_dir)
+    modeling.write_metrics(self.fn_args.model_run_dir, metrics)
+    modeling.write_metrics(metrics_dir, metrics)
+    return metrics
