@@ -130,3 +130,32 @@ def executions_by_node(metadata_path):
       if store.get_context_types_by_id([context.type_id])[0].name == 'node':
         by_node.setdefault(context.name.split('.')[-1], []).append(execution)
   return by_node
+
+
+def artifact(artifact_class, uri: str):
+  """An artifact of `artifact_class` at `uri` (created), as the orchestrator hands them out."""
+  instance = artifact_class()
+  instance.uri = uri
+  os.makedirs(uri, exist_ok=True)
+  return instance
+
+
+def train_synthetic_teacher(data, output_dir: str, train_steps: int = 60):
+  """Trains the tabular teacher on `transformed_artifacts` data; returns its Model artifact."""
+  import json
+  from tfx.types import standard_artifacts
+  from components.distributed_trainer import executor as trainer_executor
+  from pipelines import datasets
+  examples, graph, _ = data
+  model = artifact(standard_artifacts.Model, os.path.join(output_dir, 'model'))
+  model_run = artifact(standard_artifacts.ModelRun, os.path.join(output_dir, 'model_run'))
+  trainer_executor.Executor().Do(
+      {'examples': [examples], 'transform_graph': [graph]},
+      {'model': [model], 'model_run': [model_run]},
+      {'train_args': json.dumps({'num_steps': train_steps}),
+       'eval_args': json.dumps({'num_steps': 2}),
+       'module_file': datasets.module_file('tabular_teacher'),
+       'custom_config': json.dumps({'label_column': 'species', 'epochs': 2, 'batch_size': 32}),
+       'strategy': 'one_device', 'num_workers': 1, 'num_parameter_servers': 0,
+       'communication': 'auto'})
+  return model

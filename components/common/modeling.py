@@ -232,7 +232,9 @@ class TrainingRun:
     epoch_progress = keras_callbacks.EpochProgress(model_name)
     training_callbacks = [epoch_progress, tf_keras.callbacks.TensorBoard(
         os.path.join(self.fn_args.model_run_dir, run_name))]
-    if distribution.backup_dir(self.fn_args):
+    # Keras' BackupAndRestore refuses OneDeviceStrategy; the other strategies resume.
+    if distribution.backup_dir(self.fn_args) and not isinstance(
+        self.strategy, tf.distribute.OneDeviceStrategy):
       training_callbacks.append(tf_keras.callbacks.BackupAndRestore(
           os.path.join(distribution.backup_dir(self.fn_args), run_name)))
     if profile and distribution.uses_all_reduce(self.fn_args, self.strategy):

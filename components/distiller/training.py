@@ -249,6 +249,8 @@ class Distillation:
       run_name = name if len(groups) == 1 else f'{name}-{position}'
       with self.run.strategy.scope():
         student = self.build_student(self.run.tf_transform_output, self.hyperparameters)
+        if len(groups) > 1:  # Layer names must be unique inside the ensemble.
+          student._name = f'{student.name}_{position}'  # pylint: disable=protected-access
         distillation = DistillationModel(student, group, temperature, alpha,
                                          self.settings.teacher_weights if len(groups) == 1
                                          else None)

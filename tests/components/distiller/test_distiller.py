@@ -1,0 +1,177 @@
+"""Distiller executor and component: single, multi-teacher, tuned, distributed, bad input."""
+
+import json
+import os
+import time
+
+import pytest
+import tensorflow as tf
+import tf_keras
+from tfx import v1 as tfx
+from tfx.types import standard_artifacts
+
+from components import Distiller
+from components.common import artifacts
+from components.distiller import executor as distiller_executor
+from components.distiller import spec as distiller_spec
+from components.distiller import training
+from pipelines import datasets
+from tests import helpers
+
+TABULAR_STUDENT = datasets.module_file('tabular_student')
+MODULES = os.path.join(os.path.dirname(__file__), 'modules')
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory):
+  return helpers.transformed_artifacts(str(tmp_path_factory.mktemp('data')))
+
+
+@pytest.fixture(scope='module')
+def teacher(data, tmp_path_factory):
+  return helpers.train_synthetic_teacher(data, str(tmp_path_factory.mktemp('teacher')))
+
+
+def run_distiller(data, teachers, output_dir, module_file=TABULAR_STUDENT, train_steps=40,
+                  num_workers=1, **settings):
+  examples, graph, _ = data
+  output_dir = os.path.join(output_dir, str(time.monotonic_ns()))
+  outputs = {
+      'model': [helpers.artifact(standard_artifacts.Model, os.path.join(output_dir, 'model'))],
+      'model_run': [helpers.artifact(standard_artifacts.ModelRun,
+                                     os.path.join(output_dir, 'model_run'))],
+      'metrics': [helpers.artifact(artifacts.ModelMetrics, os.path.join(output_dir, 'metrics'))],
+  }
+  inputs = {'examples': [examples], 'transform_graph': [graph]}
+  inputs.update({key: [teacher] for key, teacher in zip(distiller_spec.TEACHER_MODEL_KEYS,
+                                                        teachers)})
+  distiller_executor.Executor().Do(inputs, outputs, {
+      'train_args': json.dumps({'num_steps': train_steps}),
+      'eval_args': json.dumps({'num_steps': 3}),
+      'module_file': module_file,
+      'custom_config': json.dumps({'label_column': 'species', 'epochs': 2, 'batch_size': 32,
+                                   'seed': 1}),
+      'distillation': training.DistillationSettings(**settings).to_json(),
+      'strategy': 'multi_worker_mirrored', 'num_workers': num_workers,
+      'num_parameter_servers': 0, 'communication': 'auto'})
+  return (outputs['model'][0].uri, distiller_executor.read_metrics(outputs['metrics'][0].uri))
+
+
+def serve(model_uri, raw_rows):
+  loaded = tf.saved_model.load(os.path.join(model_uri, 'Format-Serving'))
+  serialized = [helpers.serialize({key: value for key, value in row.items()
+                                   if key != 'species'}) for row in raw_rows]
+  return loaded.signatures['serving_default'](examples=tf.constant(serialized))
+
+
+def test_a_student_is_distilled_exported_with_serving_signatures_and_measured(
+    data, teacher, tmp_path):
+  model_uri, metrics = run_distiller(data, [teacher], str(tmp_path), temperature=2.0,
+                                     alpha=0.5)
+  outputs = serve(model_uri, data[2][:40])
+  assert outputs['logits'].shape == (40, 1)
+  assert set(outputs['classes'].numpy()) <= {0, 1}
+  student = tf_keras.models.load_model(os.path.join(model_uri, 'Format-Serving'))
+  assert metrics['student_parameters'] == student.count_params()
+  assert metrics['student_parameters'] < metrics['teacher_parameters'][0]
+  # The synthetic label is learnable: both models beat the majority class.
+  assert metrics['teacher_accuracy'][0] > metrics['majority_accuracy'] + 0.1
+  assert metrics['student_accuracy'] > metrics['majority_accuracy'] + 0.1
+  assert 0.0 <= metrics['scratch_accuracy'] <= 1.0  # train_baseline is on by default.
+  assert metrics['teacher_output_kinds'] == ['logits']
+  assert (metrics['temperature'], metrics['alpha']) == (2.0, 0.5)
+
+
+def test_two_teachers_average_and_many_on_many_ensembles(data, teacher, tmp_path):
+  second = helpers.train_synthetic_teacher(data, str(tmp_path / 'second'), train_steps=30)
+  _, averaged = run_distiller(data, [teacher, second], str(tmp_path),
+                              teacher_weights=(3.0, 1.0), train_baseline=False)
+  assert len(averaged['teacher_accuracy']) == 2
+  assert 'scratch_accuracy' not in averaged
+  model_uri, ensembled = run_distiller(data, [teacher, second], str(tmp_path),
+                                       multi_teacher_mode='many_on_many', train_baseline=False)
+  # One exported model holding one student per teacher.
+  assert ensembled['student_parameters'] == 2 * averaged['student_parameters']
+  assert serve(model_uri, data[2][:10])['classes'].shape == (10,)
+
+
+def test_tuning_records_every_trial_and_exports_the_better_student(data, teacher, tmp_path):
+  _, metrics = run_distiller(data, [teacher], str(tmp_path), tune=True,
+                             temperatures=(1.0, 4.0), alphas=(0.2, 0.8), train_steps=20)
+  assert [(trial['temperature'], trial['alpha']) for trial in metrics['trials']] == [
+      (1.0, 0.2), (1.0, 0.8), (4.0, 0.2), (4.0, 0.8)]
+  best = max(metrics['trials'], key=lambda trial: trial['validation_accuracy'])
+  assert (metrics['temperature'], metrics['alpha']) == (best['temperature'], best['alpha'])
+  expected = ('scratch' if metrics['scratch_validation_accuracy'] > best['validation_accuracy']
+              else 'distilled')
+  assert metrics['exported_student'] == expected
+
+
+def test_two_workers_distill_under_multi_worker_mirrored(data, teacher, tmp_path):
+  model_uri, metrics = run_distiller(data, [teacher], str(tmp_path), num_workers=2,
+                                     train_baseline=False)
+  assert os.listdir(model_uri) == ['Format-Serving']
+  assert metrics['student_accuracy'] > metrics['majority_accuracy']
+
+
+def test_a_student_with_the_wrong_number_of_outputs_fails_at_the_first_batch(
+    data, teacher, tmp_path):
+  with pytest.raises(ValueError, match='emits 3 outputs but the labels have 2 classes'):
+    run_distiller(data, [teacher], str(tmp_path),
+                  module_file=os.path.join(MODULES, 'three_logit_student.py'))
+
+
+def test_a_teacher_disagreeing_with_the_labels_fails_at_the_first_batch(data, tmp_path):
+  from tfx.types import standard_artifacts as types  # pylint: disable=import-outside-toplevel
+  import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+  from trainer_modules import base  # pylint: disable=import-outside-toplevel
+  transform_output = tft.TFTransformOutput(data[1].uri)
+  inputs = base.feature_inputs(transform_output)
+  wrong = tf_keras.Model(inputs, tf_keras.layers.Dense(3)(
+      base.encode_features(inputs, transform_output)))
+  wrong_teacher = helpers.artifact(types.Model, str(tmp_path / 'wrong'))
+  wrong.save(os.path.join(wrong_teacher.uri, 'Format-Serving'), save_format='tf')
+  with pytest.raises(ValueError, match='teacher and labels disagree on the number of classes'):
+    run_distiller(data, [wrong_teacher], str(tmp_path))
+
+
+def channel(artifact_type):
+  return tfx.dsl.Channel(type=artifact_type)
+
+
+def make(**overrides):
+  arguments = dict(examples=channel(standard_artifacts.Examples),
+                   transform_graph=channel(standard_artifacts.TransformGraph),
+                   teacher_model=channel(standard_artifacts.Model),
+                   module_file=TABULAR_STUDENT)
+  arguments.update(overrides)
+  return Distiller(**arguments)
+
+
+def test_outputs_are_model_model_run_and_metrics():
+  distiller = make()
+  assert set(distiller.outputs) == {'model', 'model_run', 'metrics'}
+  assert distiller.outputs['model'].type == standard_artifacts.Model
+
+
+@pytest.mark.parametrize('overrides,message', [
+    ({'temperature': 0}, 'temperature must be a number > 0'),
+    ({'temperature': -1.5}, 'temperature must be a number > 0'),
+    ({'alpha': 1.5}, r'alpha must be a number in \[0, 1\]'),
+    ({'alpha': -0.1}, r'alpha must be a number in \[0, 1\]'),
+    ({'module_file': os.path.join(MODULES, 'no_student.py')}, 'must define build_student'),
+    ({'module_file': '/nonexistent/student.py'}, 'does not exist'),
+    ({'teacher_output': 'scores'}, 'teacher_output must be one of'),
+    ({'multi_teacher_mode': 'vote'}, 'multi_teacher_mode must be one of'),
+    ({'teacher_weights': [1.0, 2.0]}, 'one weight per teacher'),
+    ({'teacher_models': [channel(standard_artifacts.Model)]}, 'exactly one of teacher_model'),
+    ({'teacher_model': None, 'teacher_models': [channel(standard_artifacts.Model)] * 5},
+     '1 to 4'),
+    ({'strategy': 'parameter_server'}, 'strategy for the Distiller must be one of'),
+    ({'num_workers': 0}, 'num_workers must be an integer >= 1'),
+    ({'tune': True, 'alphas': (0.5, 2.0)}, 'alphas'),
+    ({'validation_percent': 80}, 'validation_percent'),
+])
+def test_bad_arguments_fail_at_construction_naming_the_parameter(overrides, message):
+  with pytest.raises(ValueError, match=message):
+    make(**overrides)

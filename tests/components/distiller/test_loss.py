@@ -1,0 +1,120 @@
+"""The distillation loss: hard term, temperature, direction, and a frozen teacher."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from components.distiller import loss as loss_lib
+from components.distiller import teachers as teachers_lib
+from components.distiller import training
+
+
+def softmax(logits, temperature=1.0):
+  scaled = np.asarray(logits, np.float64) / temperature
+  scaled -= scaled.max(axis=-1, keepdims=True)
+  exponent = np.exp(scaled)
+  return exponent / exponent.sum(axis=-1, keepdims=True)
+
+
+def kl(target, prediction):
+  return np.sum(target * (np.log(target) - np.log(prediction)), axis=-1)
+
+
+STUDENT = np.array([[2.0, -1.0, 0.5], [0.1, 0.3, -2.0]], np.float32)
+TEACHER = np.array([[3.0, 0.0, -1.0], [-1.0, 2.5, 0.2]], np.float32)
+LABELS = np.array([0, 1])
+
+
+def test_alpha_one_is_plain_cross_entropy_multi_class():
+  expected = tf_keras.losses.SparseCategoricalCrossentropy(
+      from_logits=True, reduction='none')(LABELS, STUDENT)
+  targets = loss_lib.soft_targets([TEACHER], 4.0)
+  got = loss_lib.distillation_loss(LABELS, STUDENT, targets, 4.0, 1.0)
+  np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_alpha_one_is_plain_binary_cross_entropy_for_one_logit():
+  student = np.array([[1.5], [-0.7], [0.2]], np.float32)
+  labels = np.array([[1.0], [1.0], [0.0]], np.float32)
+  expected = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=student)[:, 0]
+  targets = loss_lib.soft_targets([np.array([[0.3], [0.1], [-2.0]], np.float32)], 2.0)
+  got = loss_lib.distillation_loss(labels, student, targets, 2.0, 1.0)
+  np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize('temperature', [1.0, 2.0, 5.0])
+def test_soft_term_is_temperature_squared_times_kl_of_tempered_distributions(temperature):
+  targets = loss_lib.soft_targets([TEACHER], temperature)
+  got = loss_lib.distillation_loss(LABELS, STUDENT, targets, temperature, 0.0).numpy()
+  expected = temperature ** 2 * kl(softmax(TEACHER, temperature), softmax(STUDENT, temperature))
+  np.testing.assert_allclose(got, expected, rtol=1e-4)
+
+
+def test_teacher_is_the_target_and_student_the_prediction():
+  targets = loss_lib.soft_targets([TEACHER], 3.0)
+  got = loss_lib.distillation_loss(LABELS, STUDENT, targets, 3.0, 0.0).numpy()
+  swapped = 9.0 * kl(softmax(STUDENT, 3.0), softmax(TEACHER, 3.0))
+  assert not np.allclose(got, swapped, rtol=1e-3)
+  # The gradient moves the student's tempered distribution toward the teacher's.
+  student = tf.Variable(STUDENT)
+  with tf.GradientTape() as tape:
+    value = tf.reduce_sum(loss_lib.distillation_loss(LABELS, student, targets, 3.0, 0.0))
+  stepped = STUDENT - 0.5 * tape.gradient(value, student).numpy()
+  before = kl(softmax(TEACHER, 3.0), softmax(STUDENT, 3.0)).sum()
+  after = kl(softmax(TEACHER, 3.0), softmax(stepped, 3.0)).sum()
+  assert after < before
+
+
+def test_equal_logits_cost_nothing_in_the_soft_term():
+  targets = loss_lib.soft_targets([TEACHER], 2.0)
+  got = loss_lib.distillation_loss(LABELS, TEACHER, targets, 2.0, 0.0).numpy()
+  np.testing.assert_allclose(got, 0.0, atol=1e-5)
+
+
+def test_weighted_teachers_average_their_tempered_distributions():
+  other = np.array([[0.0, 0.0, 4.0], [1.0, 1.0, 1.0]], np.float32)
+  got = loss_lib.soft_targets([TEACHER, other], 2.0, weights=[3.0, 1.0]).numpy()
+  expected = 0.75 * softmax(TEACHER, 2.0) + 0.25 * softmax(other, 2.0)
+  np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_logits_are_recovered_from_sigmoid_and_softmax_outputs():
+  binary_logits = np.array([[2.0], [-3.0]], np.float32)
+  np.testing.assert_allclose(
+      loss_lib.logits_from_probabilities(tf.sigmoid(binary_logits)), binary_logits, rtol=1e-4)
+  recovered = loss_lib.logits_from_probabilities(tf.nn.softmax(TEACHER)).numpy()
+  np.testing.assert_allclose(softmax(recovered), softmax(TEACHER), rtol=1e-4)
+
+
+def small_model(name, units=3, activation=None):
+  inputs = {'x': tf_keras.Input(shape=(4,), name='x')}
+  hidden = tf_keras.layers.Dense(8, activation='relu')(inputs['x'])
+  return tf_keras.Model(inputs, tf_keras.layers.Dense(units, activation=activation)(hidden),
+                        name=name)
+
+
+def test_no_gradient_reaches_the_teacher_and_its_weights_never_change():
+  teacher_model = small_model('teacher')
+  teacher_model.trainable = False
+  teacher = teachers_lib.Teacher(teacher_model, 'logits', 'in-memory')
+  student = small_model('student')
+  distillation = training.DistillationModel(student, [teacher], temperature=2.0, alpha=0.3)
+  distillation.compile(optimizer=tf_keras.optimizers.SGD(0.5))
+  features = {'x': tf.random.stateless_normal([16, 4], seed=[1, 2])}
+  labels = tf.constant(np.arange(16) % 3)
+  with tf.GradientTape(persistent=True) as tape:
+    value = distillation.compute_loss(features, labels, distillation(features))
+  assert all(gradient is None for gradient in
+             tape.gradient(value, teacher_model.weights))
+  assert all(gradient is not None for gradient in
+             tape.gradient(value, student.trainable_weights))
+  assert {id(v) for v in distillation.trainable_variables} == {
+      id(v) for v in student.trainable_variables}
+  teacher_before = [weight.numpy().copy() for weight in teacher_model.weights]
+  student_before = [weight.numpy().copy() for weight in student.weights]
+  distillation.fit(features, labels, epochs=3, batch_size=8, verbose=0)
+  for before, after in zip(teacher_before, teacher_model.weights):
+    np.testing.assert_array_equal(before, after.numpy())
+  assert any(not np.array_equal(before, after.numpy())
+             for before, after in zip(student_before, student.weights))
