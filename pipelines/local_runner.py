@@ -132,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         data_root=dataset.data_root,
         transform_module_file=dataset.transform_module_file,
         teacher_module_file=dataset.teacher_module_file,
+        student_module_file=dataset.student_module_file,
         label_column=dataset.label_column,
         serving_model_dir=serving_dir,
         train_steps=args.train_steps or DEFAULT_TRAIN_STEPS[args.dataset],

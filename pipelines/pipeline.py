@@ -1,8 +1,8 @@
 """The one tfx-distillery pipeline definition, used by every runner.
 
 ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> IngestionTransform ->
-teacher DistributedTrainer -> Pusher. Later stages (Distiller, Pruner, Quantizer, gate) are
-added here, so the local, Kubeflow and notebook runners all get them at once.
+teacher DistributedTrainer -> Distiller -> Pusher. Every runner (local, Kubeflow,
+notebook) builds its pipeline here, so they all get the same chain.
 """
 
 from typing import Any, Dict, List, Optional
@@ -27,8 +27,12 @@ def create_pipeline(pipeline_name: str,
                     teacher_config: Optional[Dict[str, Any]] = None,
                     num_shards: int = 8,
                     strategy: str = 'multi_worker_mirrored',
-                    num_workers: int = 1) -> tfx.dsl.Pipeline:
-  """Builds the pipeline that trains a teacher and pushes it.
+                    num_workers: int = 1,
+                    student_module_file: Optional[str] = None,
+                    student_train_steps: Optional[int] = None,
+                    student_config: Optional[Dict[str, Any]] = None,
+                    distillation: Optional[Dict[str, Any]] = None) -> tfx.dsl.Pipeline:
+  """Builds the pipeline that trains a teacher, distils a student and pushes it.
 
   Args:
     pipeline_name: Name recorded in ML Metadata; runs of one name share a cache.
@@ -46,7 +50,12 @@ def create_pipeline(pipeline_name: str,
     teacher_config: Extra settings for the teacher's run_fn (epochs, batch_size...).
     num_shards: Transformed-example shards per split.
     strategy: tf.distribute strategy of the teacher's DistributedTrainer.
-    num_workers: Training workers of the teacher's DistributedTrainer.
+    num_workers: Training workers of the teacher's DistributedTrainer (and Distiller).
+    student_module_file: Module file with `build_student`; None leaves the
+      Distiller out and pushes the teacher.
+    student_train_steps: Steps of each student training (train_steps when None).
+    student_config: Extra settings for the student's training (epochs, batch_size...).
+    distillation: Distiller arguments such as `temperature`, `alpha`, `tune`.
 
   Returns:
     The `tfx.dsl.Pipeline`.
@@ -73,8 +82,25 @@ def create_pipeline(pipeline_name: str,
       custom_config={'label_column': label_column, **(teacher_config or {})},
       strategy=strategy,
       num_workers=num_workers)
+  stages = [trainer]
+  candidate = trainer.outputs['model']
+  if student_module_file:
+    distiller = components.Distiller(
+        examples=transform.outputs['transformed_examples'],
+        transform_graph=transform.outputs['transform_graph'],
+        schema=schema_gen.outputs['schema'],
+        teacher_model=trainer.outputs['model'],
+        module_file=student_module_file,
+        train_args=tfx.proto.TrainArgs(num_steps=student_train_steps or train_steps),
+        eval_args=tfx.proto.EvalArgs(num_steps=eval_steps),
+        custom_config={'label_column': label_column, **(student_config or {})},
+        strategy=strategy,
+        num_workers=num_workers,
+        **(distillation or {}))
+    stages.append(distiller)
+    candidate = distiller.outputs['model']
   pusher = tfx.components.Pusher(
-      model=trainer.outputs['model'],
+      model=candidate,
       push_destination=tfx.proto.PushDestination(
           filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_model_dir)))
 
@@ -82,7 +108,7 @@ def create_pipeline(pipeline_name: str,
       pipeline_name=pipeline_name,
       pipeline_root=pipeline_root,
       components=[example_gen, statistics_gen, schema_gen, example_validator, transform,
-                  trainer, pusher],
+                  *stages, pusher],
       enable_cache=enable_cache,
       metadata_connection_config=metadata_connection_config,
       beam_pipeline_args=beam_pipeline_args or [])

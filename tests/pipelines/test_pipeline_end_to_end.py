@@ -13,7 +13,7 @@ from tests import helpers
 
 PIPELINE_NAME = 'e2e-taxi'
 COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'SchemaGen', 'ExampleValidator', 'IngestionTransform',
-              'DistributedTrainer', 'Pusher'}
+              'DistributedTrainer', 'Distiller', 'Pusher'}
 
 
 def run_pipeline(tmp_path, data_root):
@@ -25,13 +25,16 @@ def run_pipeline(tmp_path, data_root):
       data_root=data_root,
       transform_module_file=taxi.transform_module_file,
       teacher_module_file=taxi.teacher_module_file,
+      student_module_file=taxi.student_module_file,
       label_column=taxi.label_column,
       serving_model_dir=str(tmp_path / 'serving'),
       train_steps=20,
       eval_steps=5,
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata_path),
-      teacher_config={'epochs': 2}))
+      teacher_config={'epochs': 2},
+      student_config={'epochs': 2},
+      distillation={'train_baseline': False}))
   return metadata_path
 
 
@@ -51,16 +54,23 @@ def test_every_component_runs_exactly_once(first_run):
     assert executions[0].last_known_state == metadata_store_pb2.Execution.COMPLETE, node
 
 
-def test_the_trained_model_is_pushed_and_serves_raw_examples(first_run):
+def test_the_distilled_student_is_pushed_and_serves_raw_examples(first_run):
   tmp_path, _, metadata_path = first_run
   run_summary = summary.summarize_run(metadata_path, PIPELINE_NAME, eval_limit=300)
   assert run_summary.pushed_destination
   assert run_summary.pushed_destination.startswith(str(tmp_path / 'serving'))
   assert os.path.isfile(os.path.join(run_summary.pushed_destination, 'saved_model.pb'))
-  [row] = run_summary.models
-  assert row.name == 'DistributedTrainer'
-  assert 0.0 < row.figures.accuracy <= 1.0 and row.figures.examples == 300
-  assert row.figures.size_bytes > 0 and row.figures.latency_ms > 0
+  rows = {row.name: row for row in run_summary.models}
+  assert set(rows) == {'DistributedTrainer', 'Distiller'}
+  for row in rows.values():
+    assert 0.0 < row.figures.accuracy <= 1.0 and row.figures.examples == 300
+    assert row.figures.size_bytes > 0 and row.figures.latency_ms > 0
+  assert rows['Distiller'].figures.size_bytes < rows['DistributedTrainer'].figures.size_bytes
+  with open(os.path.join(run_summary.pushed_destination, 'variables',
+                         'variables.index'), 'rb') as pushed, open(os.path.join(
+                             rows['Distiller'].uri, 'Format-Serving', 'variables',
+                             'variables.index'), 'rb') as student:
+    assert pushed.read() == student.read()  # The student, not the teacher, was pushed.
   assert 'pushed to: ' + run_summary.pushed_destination in summary.format_table(run_summary)
 
 
