@@ -1,0 +1,106 @@
+"""Quantizer: a trained Keras model in, a TFLite model (really int8 if asked) out."""
+
+from typing import Optional
+
+from tfx import types
+from tfx.dsl.components.base import base_component
+from tfx.dsl.components.base import executor_spec
+from tfx.types import standard_artifacts
+
+from components.common import artifacts
+from components.quantizer import conversion
+from components.quantizer import executor
+from components.quantizer import spec as quantizer_spec
+
+
+def _check_count(name: str, value, minimum: int) -> None:
+  if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+    raise ValueError(f'{name} must be an integer >= {minimum}; got {value!r}.')
+
+
+def validate(mode: str, io_type: str, representative_samples: int, qat_steps: int,
+             preserve_sparsity: bool, eval_examples: int, latency_runs: int) -> None:
+  """Raises ValueError naming the first argument that is not allowed."""
+  if mode not in conversion.MODES:
+    raise ValueError(f'mode must be one of {", ".join(conversion.MODES)}; got {mode!r}.')
+  if io_type not in conversion.IO_TYPES:
+    raise ValueError(f'io_type must be one of {", ".join(conversion.IO_TYPES)}; got '
+                     f'{io_type!r}.')
+  if io_type == 'int8' and mode not in ('full_integer', 'qat'):
+    raise ValueError(f"io_type 'int8' needs mode 'full_integer' or 'qat'; got mode {mode!r}.")
+  _check_count('representative_samples', representative_samples, 1)
+  _check_count('qat_steps', qat_steps, 1)
+  _check_count('eval_examples', eval_examples, 1)
+  _check_count('latency_runs', latency_runs, 1)
+  if not isinstance(preserve_sparsity, bool):
+    raise ValueError(f'preserve_sparsity must be True or False; got {preserve_sparsity!r}.')
+  if preserve_sparsity and mode != 'qat':
+    raise ValueError(f"preserve_sparsity=True needs mode 'qat' (pruning-preserving QAT); got "
+                     f'mode {mode!r}.')
+
+
+class Quantizer(base_component.BaseComponent):
+  """Converts a model to TFLite and measures it against the input model.
+
+  Modes: `dynamic_range` (int8 weights), `float16`, `full_integer` (int8 weights
+  and activations, calibrated on `representative_samples` training examples;
+  int8 or float inputs/outputs by `io_type`) and `qat` (tfmot quantization-aware
+  fine-tuning for `qat_steps`, then full integer). The `quantized_model` output holds
+  `model.tflite`, `serving.json` (the transform graph and label column) and
+  `predict.py` (`TFLitePredictor`, which serves raw tf.Examples). The metrics
+  artifact holds size, accuracy on the eval split through the TFLite
+  interpreter and median batch-1 latency, for the result, the float32 TFLite
+  conversion and the input model.
+
+  Example:
+
+    quantizer = Quantizer(model=distiller.outputs['model'],
+                          examples=transform.outputs['transformed_examples'],
+                          transform_graph=transform.outputs['transform_graph'],
+                          mode='full_integer', io_type='int8', label_column='tips')
+  """
+
+  SPEC_CLASS = quantizer_spec.QuantizerSpec
+  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+  def __init__(self,
+               model: types.BaseChannel,
+               examples: types.BaseChannel,
+               transform_graph: types.BaseChannel,
+               mode: str = 'full_integer',
+               io_type: str = 'float32',
+               representative_samples: int = 200,
+               qat_steps: int = 200,
+               preserve_sparsity: bool = False,
+               label_column: str = 'label',
+               eval_examples: int = 2000,
+               latency_runs: int = 300):
+    """Constructs a Quantizer.
+
+    Args:
+      model: Model channel of a Keras SavedModel over transformed features
+        (DistributedTrainer, Distiller or Pruner output).
+      examples: Transformed examples: calibration from `train`, figures from `eval`.
+      transform_graph: The transform graph, referenced for serving raw examples.
+      mode: `dynamic_range`, `float16`, `full_integer` or `qat`.
+      io_type: `float32` or `int8` model inputs and outputs (full integer modes).
+      representative_samples: Training examples used for calibration (>= 1).
+      qat_steps: Fine-tuning steps for `qat` (>= 1).
+      preserve_sparsity: With `qat`, keep a pruned model's zeros (tfmot's
+        pruning-preserving quantization scheme).
+      label_column: Raw label column, absent from serving requests.
+      eval_examples: At most this many eval examples are scored (>= 1).
+      latency_runs: Batch-1 calls timed for each median latency (>= 1).
+
+    Raises:
+      ValueError: naming the argument that is not allowed.
+    """
+    validate(mode, io_type, representative_samples, qat_steps, preserve_sparsity,
+             eval_examples, latency_runs)
+    super().__init__(spec=quantizer_spec.QuantizerSpec(
+        model=model, examples=examples, transform_graph=transform_graph, mode=mode,
+        io_type=io_type, representative_samples=representative_samples, qat_steps=qat_steps,
+        preserve_sparsity=int(preserve_sparsity), eval_examples=eval_examples,
+        latency_runs=latency_runs, label_column=label_column,
+        quantized_model=types.Channel(type=standard_artifacts.Model),
+        metrics=types.Channel(type=artifacts.ModelMetrics)))

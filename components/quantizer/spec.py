@@ -1,0 +1,47 @@
+"""Quantizer's spec: a model and its data in; a TFLite model and its figures out."""
+
+from tfx import types
+from tfx.types import component_spec
+from tfx.types import standard_artifacts
+from tfx.types import standard_component_specs
+
+from components.common import artifacts
+
+MODE_KEY = 'mode'
+IO_TYPE_KEY = 'io_type'
+REPRESENTATIVE_SAMPLES_KEY = 'representative_samples'
+QAT_STEPS_KEY = 'qat_steps'
+PRESERVE_SPARSITY_KEY = 'preserve_sparsity'
+EVAL_EXAMPLES_KEY = 'eval_examples'
+LATENCY_RUNS_KEY = 'latency_runs'
+LABEL_COLUMN_KEY = 'label_column'
+QUANTIZED_MODEL_KEY = 'quantized_model'
+METRICS_KEY = 'metrics'
+
+
+class QuantizerSpec(types.ComponentSpec):
+  """Takes TFX's `model`, `examples` and `transform_graph`; gives a TFLite model."""
+
+  PARAMETERS = {
+      MODE_KEY: component_spec.ExecutionParameter(type=str),
+      IO_TYPE_KEY: component_spec.ExecutionParameter(type=str),
+      REPRESENTATIVE_SAMPLES_KEY: component_spec.ExecutionParameter(type=int),
+      QAT_STEPS_KEY: component_spec.ExecutionParameter(type=int),
+      PRESERVE_SPARSITY_KEY: component_spec.ExecutionParameter(type=int),
+      EVAL_EXAMPLES_KEY: component_spec.ExecutionParameter(type=int),
+      LATENCY_RUNS_KEY: component_spec.ExecutionParameter(type=int),
+      LABEL_COLUMN_KEY: component_spec.ExecutionParameter(type=str),
+  }
+  INPUTS = {
+      standard_component_specs.MODEL_KEY:
+          component_spec.ChannelParameter(type=standard_artifacts.Model),
+      standard_component_specs.EXAMPLES_KEY:
+          component_spec.ChannelParameter(type=standard_artifacts.Examples),
+      standard_component_specs.TRANSFORM_GRAPH_KEY:
+          component_spec.ChannelParameter(type=standard_artifacts.TransformGraph),
+  }
+  OUTPUTS = {
+      # Named like Pusher's `pushed_model`: a spec can't reuse the input key `model`.
+      QUANTIZED_MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model),
+      METRICS_KEY: component_spec.ChannelParameter(type=artifacts.ModelMetrics),
+  }
