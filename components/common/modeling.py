@@ -252,3 +252,36 @@ class TrainingRun:
         'steps_per_epoch': self.steps_per_epoch,
         'epoch_seconds': epoch_progress.epoch_seconds,
     }
+
+
+def nests_models(model: tf_keras.Model) -> bool:
+  """Whether the model's graph holds whole models (an ensemble) rather than plain layers.
+
+  Only layers called in the graph count: the transform layer an exported model
+  carries for serving is tracked beside the graph and has no inbound node.
+  """
+  return any(isinstance(layer, tf_keras.Model) and getattr(layer, '_inbound_nodes', None)
+             for layer in model.layers)
+
+
+def graph_model(model: tf_keras.Model) -> tf_keras.Model:
+  """The same layers and weights as a plain functional model, without the serving extras.
+
+  A loaded export also tracks its transform layer, which Keras' cloning (used
+  by tfmot's pruning and quantization wrappers) can not copy.
+  """
+  return tf_keras.Model(inputs=model.input, outputs=model.output, name=model.name)
+
+
+def copy_layer_weights(source: tf_keras.Model, target: tf_keras.Model) -> None:
+  """Copies weights layer by layer, by name, into a clone whose layers may be wrapped.
+
+  tfmot's wrappers (pruning, quantization) keep the wrapped layer in `.layer`
+  and add variables of their own, so whole-model set_weights does not line up.
+  """
+  by_name = {layer.name: layer for layer in source.layers}
+  for target_layer in target.layers:
+    inner = getattr(target_layer, 'layer', target_layer)
+    source_layer = by_name.get(inner.name)
+    if source_layer is not None and source_layer.weights:
+      inner.set_weights(source_layer.get_weights())

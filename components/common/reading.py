@@ -217,6 +217,30 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
   return dataset.with_options(dataset_options)
 
 
+def hash_slice(compression: str, percent: int, held_out: bool) -> RecordDatasetFn:
+  """A `record_dataset_fn` that keeps a fixed slice of the records, chosen by hash.
+
+  The same record always falls on the same side, in every epoch and process, so
+  a validation slice of the training split never leaks into training.
+
+  Args:
+    compression: TFRecord compression of the shards.
+    percent: Share of records (0-100) in the held-out slice.
+    held_out: Keep the held-out slice (True) or the rest (False).
+  """
+
+  def open_shard(filename):
+    records = tf.data.TFRecordDataset(filename, compression_type=compression)
+
+    def keep(record):
+      in_slice = tf.strings.to_hash_bucket_fast(record, 100) < percent
+      return in_slice if held_out else tf.logical_not(in_slice)
+
+    return records.filter(keep)
+
+  return open_shard
+
+
 def naive_dataset(file_pattern: Union[str, Sequence[str]],
                   tf_transform_output,
                   batch_size: int,

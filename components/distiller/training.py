@@ -16,6 +16,7 @@ import tensorflow_transform as tft
 
 from components.common import modeling
 from components.common import progress
+from components.common import reading
 from components.distiller import loss as loss_lib
 from components.distiller import teachers as teachers_lib
 
@@ -202,21 +203,6 @@ def ensemble(students: List[tf_keras.Model], name: str) -> tf_keras.Model:
   return tf_keras.Model(inputs=inputs, outputs=logits, name=name)
 
 
-def hash_slice(compression: str, percent: int, held_out: bool) -> Callable:
-  """Opens a shard keeping the records whose hash falls in (or out of) the held-out slice."""
-
-  def open_shard(filename):
-    records = tf.data.TFRecordDataset(filename, compression_type=compression)
-
-    def keep(record):
-      in_slice = tf.strings.to_hash_bucket_fast(record, 100) < percent
-      return in_slice if held_out else tf.logical_not(in_slice)
-
-    return records.filter(keep)
-
-  return open_shard
-
-
 class Distillation:
   """One Distiller execution: checks, optional tuning, final and baseline students."""
 
@@ -270,9 +256,9 @@ class Distillation:
     """Grid search on the held-out slice; returns best T, alpha, all trials, scratch's accuracy."""
     compression = self.run.options.compression
     percent = self.settings.validation_percent
-    training_slice = hash_slice(compression, percent, held_out=False)
+    training_slice = reading.hash_slice(compression, percent, held_out=False)
     validation = self.run.eval_dataset(self.fn_args.train_files,
-                                       hash_slice(compression, percent, held_out=True))
+                                       reading.hash_slice(compression, percent, held_out=True))
     trials = []
     grid = list(itertools.product(self.settings.temperatures, self.settings.alphas))
     for number, (temperature, alpha) in enumerate(grid, start=1):

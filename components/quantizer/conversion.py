@@ -66,11 +66,13 @@ def quantization_aware_model(model: tf_keras.Model, preserve_sparsity: bool = Fa
       return quantize.quantize_annotate_layer(layer)
     return layer.__class__.from_config(layer.get_config())
 
-  if any(isinstance(layer, tf_keras.Model) for layer in model.layers):
+  from components.common import modeling  # pylint: disable=g-import-not-at-top
+  if modeling.nests_models(model):
     raise ValueError('mode "qat" needs a flat functional model; this one nests models (an '
                      'ensemble?). Use mode "full_integer" instead.')
+  model = modeling.graph_model(model)
   annotated = tf_keras.models.clone_model(model, clone_function=annotate)
-  annotated.set_weights(model.get_weights())
+  modeling.copy_layer_weights(model, annotated)
   with quantize.quantize_scope():
     if preserve_sparsity:
       scheme = tfmot.experimental.combine.Default8BitPrunePreserveQuantizeScheme()

@@ -1,0 +1,147 @@
+"""Pruner: magnitude pruning with tfmot, to a target sparsity or an accuracy budget."""
+
+import json
+from typing import Any, Dict, Optional, Sequence
+
+from tfx import types
+from tfx import v1 as tfx
+from tfx.dsl.components.base import base_component
+from tfx.dsl.components.base import executor_spec
+from tfx.types import standard_artifacts
+from tfx.utils import json_utils
+
+from components.common import artifacts
+from components.pruner import executor
+from components.pruner import spec as pruner_spec
+
+SCHEDULES = ('polynomial', 'constant')
+DEFAULT_SPARSITIES = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)
+
+
+def _is_fraction(value, low_open: bool = False) -> bool:
+  if not isinstance(value, (int, float)) or isinstance(value, bool):
+    return False
+  return (0.0 < value < 1.0) if low_open else (0.0 <= value < 1.0)
+
+
+def _pair(name: str, value) -> None:
+  if (not isinstance(value, (tuple, list)) or len(value) != 2
+      or any(not isinstance(item, int) or isinstance(item, bool) or item < 1 for item in value)):
+    raise ValueError(f'{name} must be a pair of integers >= 1; got {value!r}.')
+
+
+def validate(target_sparsity, schedule, begin_step, end_step, block_size, m_by_n,
+             max_accuracy_drop, sparsities) -> None:
+  """Raises ValueError naming the first argument that is not allowed."""
+  if not _is_fraction(target_sparsity, low_open=True):
+    raise ValueError(f'target_sparsity must be a number in (0, 1); got {target_sparsity!r}.')
+  if schedule not in SCHEDULES:
+    raise ValueError(f'schedule must be one of {", ".join(SCHEDULES)}; got {schedule!r}.')
+  if not isinstance(begin_step, int) or isinstance(begin_step, bool) or begin_step < 0:
+    raise ValueError(f'begin_step must be an integer >= 0; got {begin_step!r}.')
+  if end_step is not None and (not isinstance(end_step, int) or isinstance(end_step, bool)
+                               or end_step <= begin_step):
+    raise ValueError(f'end_step must be an integer > begin_step ({begin_step}); got '
+                     f'{end_step!r}.')
+  if block_size is not None and m_by_n is not None:
+    raise ValueError('block_size and m_by_n exclude each other: give one pruning pattern.')
+  if block_size is not None:
+    _pair('block_size', block_size)
+  if m_by_n is not None:
+    _pair('m_by_n', m_by_n)
+    if m_by_n[0] >= m_by_n[1]:
+      raise ValueError(f'm_by_n (m, n) needs m < n (e.g. (2, 4)); got {tuple(m_by_n)}.')
+  if max_accuracy_drop is not None and (
+      not isinstance(max_accuracy_drop, (int, float)) or isinstance(max_accuracy_drop, bool)
+      or not 0.0 <= max_accuracy_drop < 1.0):
+    raise ValueError('max_accuracy_drop must be a fraction in [0, 1) (0.01 is one point); got '
+                     f'{max_accuracy_drop!r}.')
+  if not sparsities or any(not _is_fraction(value, low_open=True) for value in sparsities):
+    raise ValueError(f'sparsities must be numbers in (0, 1); got {sparsities!r}.')
+  if max_accuracy_drop is not None and m_by_n is not None:
+    raise ValueError('max_accuracy_drop searches sparsity levels; m_by_n fixes the sparsity '
+                     'at m/n. Give one of them.')
+
+
+class Pruner(base_component.BaseComponent):
+  """Prunes a Keras model with tfmot and exports it with the same serving signatures.
+
+  `prune_low_magnitude` (on every prunable layer; Dense and Conv2D only for an
+  m-by-n pattern), fine-tuning with `UpdatePruningStep` on the training split,
+  `strip_pruning`, then a SavedModel with the input model's signatures. With
+  `max_accuracy_drop`, `sparsities` are tried in rising order on a held-out slice
+  of the training split and the highest within the budget is kept; every trial
+  is recorded. The metrics artifact holds per-layer sparsity, gzip sizes of the
+  dense and pruned float32 TFLite files and both accuracies on the eval split.
+
+  Example:
+
+    pruner = Pruner(model=distiller.outputs['model'],
+                    examples=transform.outputs['transformed_examples'],
+                    transform_graph=transform.outputs['transform_graph'],
+                    target_sparsity=0.8, label_column='tips',
+                    train_args=tfx.proto.TrainArgs(num_steps=500))
+  """
+
+  SPEC_CLASS = pruner_spec.PrunerSpec
+  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+  def __init__(self,
+               model: types.BaseChannel,
+               examples: types.BaseChannel,
+               transform_graph: types.BaseChannel,
+               target_sparsity: float = 0.8,
+               schedule: str = 'polynomial',
+               begin_step: int = 0,
+               end_step: Optional[int] = None,
+               block_size: Optional[Sequence[int]] = None,
+               m_by_n: Optional[Sequence[int]] = None,
+               max_accuracy_drop: Optional[float] = None,
+               sparsities: Sequence[float] = DEFAULT_SPARSITIES,
+               label_column: str = 'label',
+               train_args: Optional[tfx.proto.TrainArgs] = None,
+               eval_args: Optional[tfx.proto.EvalArgs] = None,
+               custom_config: Optional[Dict[str, Any]] = None):
+    """Constructs a Pruner.
+
+    Args:
+      model: Model channel of a Keras SavedModel over transformed features.
+      examples: Transformed examples: fine-tuning on `train`, figures on `eval`.
+      transform_graph: The transform graph, applied inside the exported model.
+      target_sparsity: Final fraction of zero weights, in (0, 1).
+      schedule: `polynomial` (from min(0.5, target) at begin_step to the target
+        at end_step) or `constant`.
+      begin_step: Step where pruning starts (>= 0).
+      end_step: Step where the polynomial schedule reaches the target; None is
+        70% of the training steps.
+      block_size: Prune (rows, columns) blocks together, e.g. (1, 4).
+      m_by_n: Structured sparsity, e.g. (2, 4): 2 zeros in every 4 weights.
+      max_accuracy_drop: Search `sparsities` for the highest one whose
+        validation accuracy is within this drop (0.01 = one point).
+      sparsities: Levels tried by the search.
+      label_column: Raw label column, absent from serving requests.
+      train_args: Fine-tuning steps (default 500).
+      eval_args: Kept for symmetry with Trainer; the eval split is scored whole
+        (up to 5,000 examples).
+      custom_config: `batch_size` (64) and `learning_rate` (1e-4) of fine-tuning.
+
+    Raises:
+      ValueError: naming the argument that is not allowed.
+    """
+    validate(target_sparsity, schedule, begin_step, end_step, block_size, m_by_n,
+             max_accuracy_drop, sparsities)
+    super().__init__(spec=pruner_spec.PrunerSpec(
+        model=model, examples=examples, transform_graph=transform_graph,
+        target_sparsity=float(target_sparsity), schedule=schedule, begin_step=begin_step,
+        end_step=-1 if end_step is None else end_step,
+        block_size=json.dumps(list(block_size)) if block_size is not None else None,
+        m_by_n=json.dumps(list(m_by_n)) if m_by_n is not None else None,
+        max_accuracy_drop=(float(max_accuracy_drop) if max_accuracy_drop is not None
+                           else None),
+        sparsities=json.dumps([float(value) for value in sparsities]),
+        label_column=label_column,
+        train_args=train_args or tfx.proto.TrainArgs(num_steps=500),
+        eval_args=eval_args or tfx.proto.EvalArgs(num_steps=100),
+        custom_config=json_utils.dumps(custom_config),
+        pruned_model=types.Channel(type=standard_artifacts.Model),
+        metrics=types.Channel(type=artifacts.ModelMetrics)))

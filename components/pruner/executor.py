@@ -1,0 +1,220 @@
+"""Pruner's executor: prune_low_magnitude, fine-tune, strip, export, measure."""
+
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+import tensorflow_model_optimization as tfmot
+# The public API has no "is this layer prunable?"; the registry it consults does.
+from tensorflow_model_optimization.python.core.sparsity.keras import prune_registry
+import tensorflow_transform as tft
+from tfx import types
+from tfx.dsl.components.base import base_executor
+from tfx.types import artifact_utils
+from tfx.types import standard_component_specs
+from tfx.utils import proto_utils
+from tfx.proto import trainer_pb2
+
+from components.common import callbacks
+from components.common import evaluation
+from components.common import measuring
+from components.common import modeling
+from components.common import progress
+from components.common import reading
+from components.pruner import spec as pruner_spec
+from components.quantizer import conversion
+
+# Layers that take an m-by-n (e.g. 2:4) structured pattern in tfmot.
+M_BY_N_LAYERS = (tf_keras.layers.Dense, tf_keras.layers.Conv2D)
+PRUNED_WEIGHTS = ('kernel', 'embeddings', 'depthwise_kernel')
+EVAL_EXAMPLES = 5000
+VALIDATION_PERCENT = 10
+# Where the polynomial schedule starts, as in tfmot's pruning guide (capped by the target).
+INITIAL_SPARSITY = 0.5
+# Mask updates between begin_step and end_step.
+SCHEDULE_UPDATES = 10
+
+
+def layer_sparsity(model: tf_keras.Model) -> Dict[str, float]:
+  """Fraction of exact zeros in each pruned weight (kernels and embeddings)."""
+  sparsity = {}
+  for layer in model.layers:
+    for weight in layer.weights:
+      if any(weight.name.split('/')[-1].startswith(kind) for kind in PRUNED_WEIGHTS):
+        values = weight.numpy()
+        sparsity[f'{layer.name}/{weight.name.split("/")[-1].split(":")[0]}'] = float(
+            np.mean(values == 0))
+  return sparsity
+
+
+def overall_sparsity(model: tf_keras.Model) -> float:
+  zeros = total = 0
+  for layer in model.layers:
+    for weight in layer.weights:
+      if any(weight.name.split('/')[-1].startswith(kind) for kind in PRUNED_WEIGHTS):
+        values = weight.numpy()
+        zeros += int(np.sum(values == 0))
+        total += values.size
+  return zeros / max(1, total)
+
+
+class Executor(base_executor.BaseExecutor):
+  """Prunes to a target sparsity, or to the highest one within an accuracy budget."""
+
+  def Do(self, input_dict: Dict[str, List[types.Artifact]],
+         output_dict: Dict[str, List[types.Artifact]],
+         exec_properties: Dict[str, Any]) -> None:
+    with progress.component_timer('Pruner executor'):
+      self._run(input_dict, output_dict, exec_properties)
+
+  def _run(self, input_dict, output_dict, exec_properties) -> None:
+    logger = progress.get_logger()
+    self.properties = exec_properties
+    examples = artifact_utils.get_single_instance(
+        input_dict[standard_component_specs.EXAMPLES_KEY])
+    self.graph_uri = artifact_utils.get_single_uri(
+        input_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
+    self.tf_transform_output = tft.TFTransformOutput(self.graph_uri)
+    self.input_model_dir = evaluation.serving_model_path(artifact_utils.get_single_uri(
+        input_dict[standard_component_specs.MODEL_KEY]))
+    output_dir = os.path.join(artifact_utils.get_single_uri(
+        output_dict[pruner_spec.PRUNED_MODEL_KEY]), 'Format-Serving')
+    metrics_dir = artifact_utils.get_single_uri(output_dict[pruner_spec.METRICS_KEY])
+    custom_config = json.loads(exec_properties.get('custom_config') or 'null') or {}
+    self.batch_size = int(custom_config.get('batch_size', 64))
+    self.learning_rate = float(custom_config.get('learning_rate', 1e-4))
+    train_args = trainer_pb2.TrainArgs()
+    proto_utils.json_to_proto(exec_properties['train_args'], train_args)
+    self.train_steps = max(1, train_args.num_steps)
+    self.compression = reading.read_options(examples.uri).compression
+    self.train_pattern = os.path.join(artifact_utils.get_split_uri([examples], 'train'), '*')
+    eval_pattern = os.path.join(artifact_utils.get_split_uri([examples], 'eval'), '*')
+
+    dense = self._load()
+    batches = measuring.eval_batches(eval_pattern, self.tf_transform_output, EVAL_EXAMPLES,
+                                     compression=self.compression)
+    dense_accuracy = measuring.accuracy_of(measuring.keras_logits_fn(dense), batches)
+    max_drop = exec_properties.get(pruner_spec.MAX_ACCURACY_DROP_KEY)
+    trials = []
+    if max_drop is None:
+      sparsity = float(exec_properties[pruner_spec.TARGET_SPARSITY_KEY])
+      pruned = self._prune(sparsity)
+    else:
+      sparsity, pruned, trials = self._search(float(max_drop))
+    pruned_accuracy = measuring.accuracy_of(measuring.keras_logits_fn(pruned), batches)
+    modeling.export_serving_model(pruned, self.tf_transform_output,
+                                  exec_properties[pruner_spec.LABEL_COLUMN_KEY], output_dir)
+    dense_flatbuffer = conversion.convert(self._load())
+    pruned_flatbuffer = conversion.convert(pruned)
+    metrics = {
+        'target_sparsity': sparsity,
+        'sparsity': overall_sparsity(pruned),
+        'layer_sparsity': layer_sparsity(pruned),
+        'dense_accuracy': dense_accuracy,
+        'pruned_accuracy': pruned_accuracy,
+        'accuracy_drop': dense_accuracy - pruned_accuracy,
+        'majority_accuracy': measuring.majority_accuracy(batches),
+        'dense_gzip_bytes': measuring.gzip_bytes(dense_flatbuffer),
+        'pruned_gzip_bytes': measuring.gzip_bytes(pruned_flatbuffer),
+        'dense_tflite_bytes': len(dense_flatbuffer),
+        'size_bytes': evaluation.directory_bytes(output_dir),
+        'schedule': exec_properties[pruner_spec.SCHEDULE_KEY],
+        'train_steps': self.train_steps,
+        'trials': trials,
+        'eval_examples': int(sum(len(labels) for _, labels in batches)),
+    }
+    metrics['gzip_ratio'] = metrics['dense_gzip_bytes'] / metrics['pruned_gzip_bytes']
+    logger.info('Pruner: sparsity %.3f, gzip %.2fx smaller, accuracy %.4f -> %.4f (majority '
+                '%.4f)', metrics['sparsity'], metrics['gzip_ratio'], dense_accuracy,
+                pruned_accuracy, metrics['majority_accuracy'])
+    modeling.write_metrics(metrics_dir, metrics)
+
+  def _load(self) -> tf_keras.Model:
+    return modeling.graph_model(tf_keras.models.load_model(self.input_model_dir,
+                                                           compile=False))
+
+  def _schedule(self, sparsity: float):
+    begin_step = int(self.properties[pruner_spec.BEGIN_STEP_KEY])
+    end_step = int(self.properties[pruner_spec.END_STEP_KEY])
+    if end_step < 0:  # Leave the last 30% of the steps to recover at full sparsity.
+      end_step = max(begin_step + 1, int(0.7 * self.train_steps))
+    # Masks are updated every `frequency` steps (tfmot's default of 100 would never
+    # fire in a short fine-tune); end_step lands on an update so the target is reached.
+    frequency = max(1, (end_step - begin_step) // SCHEDULE_UPDATES)
+    if self.properties[pruner_spec.SCHEDULE_KEY] == 'constant':
+      return tfmot.sparsity.keras.ConstantSparsity(sparsity, begin_step=begin_step,
+                                                   frequency=frequency)
+    return tfmot.sparsity.keras.PolynomialDecay(
+        initial_sparsity=min(INITIAL_SPARSITY, sparsity), final_sparsity=sparsity,
+        begin_step=begin_step, end_step=begin_step + frequency * SCHEDULE_UPDATES,
+        frequency=frequency)
+
+  def _prune(self, sparsity: float, record_dataset_fn=None) -> tf_keras.Model:
+    """Prunes the input model to `sparsity`, fine-tunes, and strips the wrappers."""
+    model = self._load()
+    pruning = {'pruning_schedule': self._schedule(sparsity)}
+    block_size = self.properties.get(pruner_spec.BLOCK_SIZE_KEY)
+    if block_size:
+      pruning['block_size'] = tuple(json.loads(block_size))
+    m_by_n = self.properties.get(pruner_spec.M_BY_N_KEY)
+    if m_by_n:
+      pruning['sparsity_m_by_n'] = tuple(json.loads(m_by_n))
+
+    def wrap(layer):
+      supported = (isinstance(layer, M_BY_N_LAYERS) if m_by_n else
+                   prune_registry.PruneRegistry.supports(layer))
+      if supported and any(weight.name.split('/')[-1].startswith(PRUNED_WEIGHTS)
+                           for weight in layer.weights):
+        return tfmot.sparsity.keras.prune_low_magnitude(layer, **pruning)
+      return layer.__class__.from_config(layer.get_config())
+
+    if modeling.nests_models(model):
+      raise ValueError('The Pruner needs a flat functional model; this one nests models (an '
+                       'ensemble?).')
+    pruned = tf_keras.models.clone_model(model, clone_function=wrap)
+    modeling.copy_layer_weights(model, pruned)
+    units = int(model.outputs[0].shape[-1])
+    loss, metrics = modeling.loss_and_metrics(units)
+    pruned.compile(optimizer=tf_keras.optimizers.Adam(self.learning_rate), loss=loss,
+                   metrics=metrics)
+    dataset = reading.make_dataset(self.train_pattern, self.tf_transform_output,
+                                   self.batch_size,
+                                   reading.IngestionOptions(compression=self.compression),
+                                   batch_map_fn=modeling.prepare_labels(units),
+                                   record_dataset_fn=record_dataset_fn)
+    epochs = max(1, min(10, self.train_steps // 50))
+    pruned.fit(dataset, epochs=epochs, steps_per_epoch=max(1, self.train_steps // epochs),
+               verbose=0, callbacks=[tfmot.sparsity.keras.UpdatePruningStep(),
+                                     callbacks.EpochProgress(f'pruning to {sparsity:.2f}')])
+    return tfmot.sparsity.keras.strip_pruning(pruned)
+
+  def _search(self, max_drop: float):
+    """Highest sparsity whose validation accuracy stays within `max_drop` of the dense model."""
+    logger = progress.get_logger()
+    validation = measuring.eval_batches(
+        self.train_pattern, self.tf_transform_output, EVAL_EXAMPLES,
+        compression=self.compression,
+        record_dataset_fn=reading.hash_slice(self.compression, VALIDATION_PERCENT, True))
+    training_slice = reading.hash_slice(self.compression, VALIDATION_PERCENT, False)
+    dense_accuracy = measuring.accuracy_of(measuring.keras_logits_fn(self._load()), validation)
+    sparsities = sorted(json.loads(self.properties[pruner_spec.SPARSITIES_KEY]))
+    trials, best = [], (0.0, None)
+    for sparsity in sparsities:
+      candidate = self._prune(sparsity, training_slice)
+      accuracy = measuring.accuracy_of(measuring.keras_logits_fn(candidate), validation)
+      within = dense_accuracy - accuracy <= max_drop
+      trials.append({'sparsity': sparsity, 'validation_accuracy': accuracy,
+                     'dense_validation_accuracy': dense_accuracy, 'within_budget': within})
+      logger.info('Pruner search: sparsity %.2f validation accuracy %.4f (dense %.4f): %s',
+                  sparsity, accuracy, dense_accuracy, 'kept' if within else 'over budget')
+      if not within:
+        break  # Accuracy only falls as sparsity rises; higher ones would fail too.
+      best = (sparsity, candidate)
+    if best[1] is None:
+      logger.warning('WARNING: no sparsity in %s stays within %.4f of the dense accuracy; '
+                     'exporting the dense model.', sparsities, max_drop)
+      return 0.0, self._load(), trials
+    return best[0], best[1], trials

@@ -1,0 +1,120 @@
+"""Pruner: sparsity reached per layer, structured patterns, budgeted search, bad input."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+from tfx import v1 as tfx
+from tfx.types import standard_artifacts
+
+from components import Pruner
+from components.common import artifacts
+from components.pruner import executor as pruner_executor
+from tests import helpers
+
+
+@pytest.fixture(scope='module')
+def data(tmp_path_factory):
+  return helpers.transformed_artifacts(str(tmp_path_factory.mktemp('data')))
+
+
+@pytest.fixture(scope='module')
+def teacher(data, tmp_path_factory):
+  return helpers.train_synthetic_teacher(data, str(tmp_path_factory.mktemp('teacher')))
+
+
+def run_pruner(data, model, output_dir, train_steps=60, **properties):
+  examples, graph, _ = data
+  pruned = helpers.artifact(standard_artifacts.Model, os.path.join(output_dir, 'pruned'))
+  metrics = helpers.artifact(artifacts.ModelMetrics, os.path.join(output_dir, 'metrics'))
+  exec_properties = {
+      'target_sparsity': 0.8, 'schedule': 'polynomial', 'begin_step': 0, 'end_step': -1,
+      'block_size': None, 'm_by_n': None, 'max_accuracy_drop': None,
+      'sparsities': json.dumps([0.5, 0.8, 0.95]), 'label_column': 'species',
+      'train_args': json.dumps({'num_steps': train_steps}),
+      'eval_args': json.dumps({'num_steps': 5}),
+      'custom_config': json.dumps({'batch_size': 32, 'learning_rate': 1e-3})}
+  exec_properties.update(properties)
+  pruner_executor.Executor().Do(
+      {'model': [model], 'examples': [examples], 'transform_graph': [graph]},
+      {'pruned_model': [pruned], 'metrics': [metrics]}, exec_properties)
+  with open(os.path.join(metrics.uri, 'metrics.json')) as handle:
+    return pruned, json.load(handle)
+
+
+def kernels(model_dir):
+  model = tf_keras.models.load_model(model_dir, compile=False)
+  return {layer.name: layer.kernel.numpy() for layer in model.layers
+          if isinstance(layer, tf_keras.layers.Dense)}
+
+
+def test_pruning_reaches_the_target_sparsity_and_the_pruned_model_still_serves(
+    data, teacher, tmp_path):
+  pruned, metrics = run_pruner(data, teacher, str(tmp_path))
+  model_dir = os.path.join(pruned.uri, 'Format-Serving')
+  for name, kernel in kernels(model_dir).items():
+    # A layer of n weights can only reach multiples of 1/n.
+    assert np.mean(kernel == 0) >= 0.8 - 1.0 / kernel.size - 1e-6, name
+  assert set(metrics['layer_sparsity']) >= {f'{name}/kernel' for name in kernels(model_dir)}
+  assert metrics['sparsity'] >= 0.79
+  assert metrics['pruned_gzip_bytes'] < metrics['dense_gzip_bytes']
+  assert metrics['gzip_ratio'] > 1.5
+  assert metrics['pruned_accuracy'] > metrics['majority_accuracy']
+  loaded = tf.saved_model.load(model_dir)
+  serialized = [helpers.serialize({key: value for key, value in row.items()
+                                   if key != 'species'}) for row in data[2][:20]]
+  assert loaded.signatures['serving_default'](
+      examples=tf.constant(serialized))['classes'].shape == (20,)
+
+
+def test_two_by_four_pattern_zeroes_two_of_every_four_weights(data, teacher, tmp_path):
+  pruned, _ = run_pruner(data, teacher, str(tmp_path), m_by_n=json.dumps([2, 4]))
+  for name, kernel in kernels(os.path.join(pruned.uri, 'Format-Serving')).items():
+    rows = kernel.shape[0] - kernel.shape[0] % 4
+    groups = kernel[:rows].T.reshape(kernel.shape[1], -1, 4)
+    assert np.all(np.sum(groups == 0, axis=-1) >= 2), name
+
+
+def test_accuracy_budget_keeps_the_highest_sparsity_within_the_drop(data, teacher, tmp_path):
+  _, metrics = run_pruner(data, teacher, str(tmp_path), max_accuracy_drop=0.05)
+  trials = metrics['trials']
+  assert [trial['sparsity'] for trial in trials] == [0.5, 0.8, 0.95][:len(trials)]
+  kept = [trial['sparsity'] for trial in trials if trial['within_budget']]
+  assert metrics['target_sparsity'] == (max(kept) if kept else 0.0)
+  for trial in trials:
+    assert trial['within_budget'] == (
+        trial['dense_validation_accuracy'] - trial['validation_accuracy'] <= 0.05)
+
+
+def channel(artifact_type):
+  return tfx.dsl.Channel(type=artifact_type)
+
+
+def make(**overrides):
+  return Pruner(model=channel(standard_artifacts.Model),
+                examples=channel(standard_artifacts.Examples),
+                transform_graph=channel(standard_artifacts.TransformGraph), **overrides)
+
+
+def test_outputs_are_a_pruned_model_and_metrics():
+  assert set(make().outputs) == {'pruned_model', 'metrics'}
+
+
+@pytest.mark.parametrize('overrides,message', [
+    ({'target_sparsity': 1.0}, r'target_sparsity must be a number in \(0, 1\)'),
+    ({'target_sparsity': 0}, r'target_sparsity must be a number in \(0, 1\)'),
+    ({'schedule': 'cubic'}, 'schedule must be one of'),
+    ({'begin_step': -1}, 'begin_step must be an integer >= 0'),
+    ({'begin_step': 10, 'end_step': 5}, 'end_step must be an integer > begin_step'),
+    ({'block_size': (1, 4), 'm_by_n': (2, 4)}, 'block_size and m_by_n exclude each other'),
+    ({'m_by_n': (4, 2)}, 'needs m < n'),
+    ({'m_by_n': (2,)}, 'm_by_n must be a pair'),
+    ({'max_accuracy_drop': 1.5}, 'max_accuracy_drop must be a fraction'),
+    ({'sparsities': []}, 'sparsities must be numbers'),
+])
+def test_bad_arguments_fail_at_construction_naming_the_parameter(overrides, message):
+  with pytest.raises(ValueError, match=message):
+    make(**overrides)
