@@ -144,6 +144,11 @@ def run(args: argparse.Namespace) -> int:
     logger.info('pipeline %s: finished in %.1f s', pipeline_name, time.monotonic() - start)
     run_summary = summary.summarize_run(metadata_path, pipeline_name)
   print(summary.format_table(run_summary), flush=True)
+  if run_summary.gate_decision is not None:
+    from components.gate import report  # pylint: disable=g-import-not-at-top
+    report_path = report.write(run_summary.gate_decision, pipeline_root,
+                               run_summary.pushed_destination)
+    print(f'report: {report_path}', flush=True)
   return 0
 
 

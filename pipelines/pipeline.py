@@ -1,11 +1,12 @@
 """The one tfx-distillery pipeline definition, used by every runner.
 
 ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> IngestionTransform ->
-teacher DistributedTrainer -> Distiller -> Pusher. Every runner (local, Kubeflow,
-notebook) builds its pipeline here, so they all get the same chain.
+teacher DistributedTrainer -> Distiller -> Pruner -> Quantizer -> AccuracyGate -> Pusher.
+Every runner (local, Kubeflow, notebook) builds its pipeline here, so they all get the
+same chain. The Distiller, Pruner and Quantizer stages can each be switched off.
 """
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from tfx import v1 as tfx
 
@@ -31,8 +32,14 @@ def create_pipeline(pipeline_name: str,
                     student_module_file: Optional[str] = None,
                     student_train_steps: Optional[int] = None,
                     student_config: Optional[Dict[str, Any]] = None,
-                    distillation: Optional[Dict[str, Any]] = None) -> tfx.dsl.Pipeline:
-  """Builds the pipeline that trains a teacher, distils a student and pushes it.
+                    distillation: Optional[Dict[str, Any]] = None,
+                    prune: bool = True,
+                    pruning_steps: int = 300,
+                    pruning: Optional[Dict[str, Any]] = None,
+                    quantization_modes: Sequence[str] = ('full_integer',),
+                    max_accuracy_drop: float = 0.01,
+                    max_model_bytes: Optional[int] = None) -> tfx.dsl.Pipeline:
+  """Builds the chain: teacher, student, pruned, quantized, gate, push.
 
   Args:
     pipeline_name: Name recorded in ML Metadata; runs of one name share a cache.
@@ -56,6 +63,13 @@ def create_pipeline(pipeline_name: str,
     student_train_steps: Steps of each student training (train_steps when None).
     student_config: Extra settings for the student's training (epochs, batch_size...).
     distillation: Distiller arguments such as `temperature`, `alpha`, `tune`.
+    prune: Add the Pruner stage (on the student, or the teacher without one).
+    pruning_steps: Fine-tuning steps of the Pruner.
+    pruning: Pruner arguments such as `target_sparsity`, `max_accuracy_drop`.
+    quantization_modes: One Quantizer per mode (`full_integer`, `float16`,
+      `dynamic_range`, `qat`), on the pruned model; empty for none.
+    max_accuracy_drop: The gate's largest accuracy drop against the teacher.
+    max_model_bytes: The gate's size limit; None for none.
 
   Returns:
     The `tfx.dsl.Pipeline`.
@@ -99,8 +113,42 @@ def create_pipeline(pipeline_name: str,
         **(distillation or {}))
     stages.append(distiller)
     candidate = distiller.outputs['model']
+  candidates = {'student': candidate} if student_module_file else {}
+  if prune:
+    pruner = components.Pruner(
+        model=candidate,
+        examples=transform.outputs['transformed_examples'],
+        transform_graph=transform.outputs['transform_graph'],
+        label_column=label_column,
+        train_args=tfx.proto.TrainArgs(num_steps=pruning_steps),
+        **(pruning or {}))
+    stages.append(pruner)
+    candidate = pruner.outputs['pruned_model']
+    candidates['pruned'] = candidate
+  for mode in quantization_modes:
+    quantizer = components.Quantizer(
+        model=candidate,
+        examples=transform.outputs['transformed_examples'],
+        transform_graph=transform.outputs['transform_graph'],
+        mode=mode,
+        label_column=label_column)
+    if len(quantization_modes) > 1:
+      quantizer = quantizer.with_id(f'Quantizer_{mode}')
+    stages.append(quantizer)
+    candidates[mode] = quantizer.outputs['quantized_model']
+  if not candidates:
+    candidates['teacher'] = trainer.outputs['model']
+  gate = components.AccuracyGate(
+      examples=transform.outputs['transformed_examples'],
+      transform_graph=transform.outputs['transform_graph'],
+      baseline_model=trainer.outputs['model'],
+      candidate_models=list(candidates.values()),
+      candidate_names=list(candidates),
+      max_accuracy_drop=max_accuracy_drop,
+      max_model_bytes=max_model_bytes)
   pusher = tfx.components.Pusher(
-      model=candidate,
+      model=gate.outputs['model'],
+      model_blessing=gate.outputs['blessing'],
       push_destination=tfx.proto.PushDestination(
           filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_model_dir)))
 
@@ -108,7 +156,7 @@ def create_pipeline(pipeline_name: str,
       pipeline_name=pipeline_name,
       pipeline_root=pipeline_root,
       components=[example_gen, statistics_gen, schema_gen, example_validator, transform,
-                  *stages, pusher],
+                  *stages, gate, pusher],
       enable_cache=enable_cache,
       metadata_connection_config=metadata_connection_config,
       beam_pipeline_args=beam_pipeline_args or [])

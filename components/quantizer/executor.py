@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 from typing import Any, Dict, List
 
 import numpy as np
@@ -52,8 +51,9 @@ class Executor(base_executor.BaseExecutor):
         input_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
     input_model_dir = evaluation.serving_model_path(artifact_utils.get_single_uri(
         input_dict[standard_component_specs.MODEL_KEY]))
-    output_dir = artifact_utils.get_single_uri(
-        output_dict[quantizer_spec.QUANTIZED_MODEL_KEY])
+    # Format-Serving, as Trainer lays out a Model: Pusher pushes that folder as it is.
+    output_dir = os.path.join(artifact_utils.get_single_uri(
+        output_dict[quantizer_spec.QUANTIZED_MODEL_KEY]), 'Format-Serving')
     metrics_dir = artifact_utils.get_single_uri(output_dict[quantizer_spec.METRICS_KEY])
     tf_transform_output = tft.TFTransformOutput(graph_uri)
     compression = reading.read_options(examples.uri).compression
@@ -80,19 +80,21 @@ class Executor(base_executor.BaseExecutor):
     float_flatbuffer = conversion.convert(tf_keras.models.load_model(input_model_dir,
                                                                      compile=False))
 
-    # Written under a temporary folder, then moved: a reader never sees half a model.
-    staging_dir = os.path.join(output_dir, '.staging')
+    # Written into a temporary folder that is renamed at the end: a reader (or a
+    # killed run) never sees half a model.
+    staging_dir = output_dir + '.tmp'
+    if tf.io.gfile.exists(staging_dir):
+      tf.io.gfile.rmtree(staging_dir)
     tf.io.gfile.makedirs(staging_dir)
     measuring.write_atomically(os.path.join(staging_dir, predict.MODEL_FILE_NAME), flatbuffer)
     measuring.write_atomically(os.path.join(staging_dir, predict.SERVING_FILE_NAME), json.dumps({
         'transform_graph_uri': graph_uri,
         'label_column': exec_properties[quantizer_spec.LABEL_COLUMN_KEY],
         'mode': mode, 'io_type': io_type}, indent=2))
-    shutil.copyfile(predict.__file__, os.path.join(staging_dir, 'predict.py'))
-    for name in tf.io.gfile.listdir(staging_dir):
-      tf.io.gfile.rename(os.path.join(staging_dir, name), os.path.join(output_dir, name),
-                         overwrite=True)
-    tf.io.gfile.rmtree(staging_dir)
+    tf.io.gfile.copy(predict.__file__, os.path.join(staging_dir, 'predict.py'), overwrite=True)
+    if tf.io.gfile.exists(output_dir):
+      tf.io.gfile.rmtree(output_dir)
+    tf.io.gfile.rename(staging_dir, output_dir)
 
     predictor = predict.TFLitePredictor(output_dir)
     float_dir = os.path.join(metrics_dir, 'float32')

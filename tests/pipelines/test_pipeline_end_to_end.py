@@ -1,22 +1,29 @@
-"""The local pipeline on a small taxi sample: every component runs once, a rerun is all cache."""
+"""The whole chain on a small taxi sample: every component runs once, the gate's choice is
+pushed, the report names every model, a rerun is all cache, an impossible gate pushes nothing."""
 
+import filecmp
 import os
 
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
+from components.common import evaluation
+from components.gate import report
+from components.quantizer import predict
 from pipelines import datasets
 from pipelines import pipeline
 from pipelines import summary
 from tests import helpers
 
 PIPELINE_NAME = 'e2e-taxi'
-COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'SchemaGen', 'ExampleValidator', 'IngestionTransform',
-              'DistributedTrainer', 'Distiller', 'Pusher'}
+COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'SchemaGen', 'ExampleValidator',
+              'IngestionTransform', 'DistributedTrainer', 'Distiller', 'Pruner', 'Quantizer',
+              'AccuracyGate', 'Pusher'}
+MODEL_NAMES = {'teacher', 'student', 'pruned', 'full_integer'}
 
 
-def run_pipeline(tmp_path, data_root):
+def run_pipeline(tmp_path, data_root, **gate):
   metadata_path = str(tmp_path / 'metadata.sqlite')
   taxi = datasets.resolve('taxi', str(tmp_path))
   tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
@@ -34,7 +41,11 @@ def run_pipeline(tmp_path, data_root):
           metadata_path),
       teacher_config={'epochs': 2},
       student_config={'epochs': 2},
-      distillation={'train_baseline': False}))
+      distillation={'train_baseline': False},
+      pruning_steps=20,
+      # 20 training steps learn little: this run checks the wiring, so any accuracy passes.
+      max_accuracy_drop=gate.get('max_accuracy_drop', 1.0),
+      max_model_bytes=gate.get('max_model_bytes')))
   return metadata_path
 
 
@@ -43,6 +54,14 @@ def first_run(tmp_path_factory):
   tmp_path = tmp_path_factory.mktemp('e2e')
   data_root = datasets.sample_csv(datasets.taxi_data_dir(), str(tmp_path / 'data'), rows=2000)
   return tmp_path, data_root, run_pipeline(tmp_path, data_root)
+
+
+def gate_report_dir(metadata_path):
+  store = summary.open_store(metadata_path)
+  reports = [artifact for artifact in summary.pipeline_artifacts(
+      store, PIPELINE_NAME, 'DistilleryModelMetrics')
+             if summary.producer_node(store, artifact) == 'AccuracyGate']
+  return reports[-1].uri
 
 
 def test_every_component_runs_exactly_once(first_run):
@@ -54,24 +73,38 @@ def test_every_component_runs_exactly_once(first_run):
     assert executions[0].last_known_state == metadata_store_pb2.Execution.COMPLETE, node
 
 
-def test_the_distilled_student_is_pushed_and_serves_raw_examples(first_run):
+def test_the_gate_blesses_the_smallest_candidate_and_pusher_pushes_it(first_run):
   tmp_path, _, metadata_path = first_run
-  run_summary = summary.summarize_run(metadata_path, PIPELINE_NAME, eval_limit=300)
-  assert run_summary.pushed_destination
-  assert run_summary.pushed_destination.startswith(str(tmp_path / 'serving'))
-  assert os.path.isfile(os.path.join(run_summary.pushed_destination, 'saved_model.pb'))
-  rows = {row.name: row for row in run_summary.models}
-  assert set(rows) == {'DistributedTrainer', 'Distiller'}
-  for row in rows.values():
-    assert 0.0 < row.figures.accuracy <= 1.0 and row.figures.examples == 300
-    assert row.figures.size_bytes > 0 and row.figures.latency_ms > 0
-  assert rows['Distiller'].figures.size_bytes < rows['DistributedTrainer'].figures.size_bytes
-  with open(os.path.join(run_summary.pushed_destination, 'variables',
-                         'variables.index'), 'rb') as pushed, open(os.path.join(
-                             rows['Distiller'].uri, 'Format-Serving', 'variables',
-                             'variables.index'), 'rb') as student:
-    assert pushed.read() == student.read()  # The student, not the teacher, was pushed.
-  assert 'pushed to: ' + run_summary.pushed_destination in summary.format_table(run_summary)
+  run_summary = summary.summarize_run(metadata_path, PIPELINE_NAME)
+  decision = run_summary.gate_decision
+  assert {row.name for row in run_summary.models} == MODEL_NAMES
+  assert decision['blessed']
+  smallest = min(decision['candidates'], key=lambda candidate: candidate['size_bytes'])
+  assert decision['chosen'] == smallest['name'] == 'full_integer'
+  for candidate in decision['candidates']:
+    if candidate['name'] != 'full_integer':
+      assert any('is smaller' in reason for reason in candidate['reasons'])
+  pushed = run_summary.pushed_destination
+  assert pushed and pushed.startswith(str(tmp_path / 'serving'))
+  comparison = filecmp.dircmp(pushed, smallest['model_dir'])
+  assert not comparison.left_only and not comparison.right_only and not comparison.diff_files
+  raw = evaluation.read_serialized_examples(os.path.join(
+      str(tmp_path / 'data'), '..', 'root', 'CsvExampleGen', 'examples', '*', 'Split-eval',
+      '*'), limit=20)
+  classes = predict.TFLitePredictor(pushed).predict_raw(raw)['classes']
+  assert classes.shape == (20,) and set(classes) <= {0, 1}
+  assert 'pushed to: ' + pushed in summary.format_table(run_summary)
+
+
+def test_the_report_names_every_model_and_the_pushed_one(first_run):
+  _, _, metadata_path = first_run
+  report_dir = gate_report_dir(metadata_path)
+  with open(os.path.join(report_dir, report.HTML_FILE_NAME)) as handle:
+    page = handle.read()
+  for name in MODEL_NAMES:
+    assert f'<td>{name}</td>' in page
+  assert 'Blessed: <b>full_integer</b>' in page
+  assert os.path.getsize(os.path.join(report_dir, report.PNG_FILE_NAME)) > 10_000
 
 
 def test_a_second_run_with_the_cache_on_executes_nothing(first_run):
@@ -82,3 +115,19 @@ def test_a_second_run_with_the_cache_on_executes_nothing(first_run):
     states = [execution.last_known_state for execution in executions]
     assert states == [metadata_store_pb2.Execution.COMPLETE,
                       metadata_store_pb2.Execution.CACHED], node
+
+
+def test_an_impossible_gate_completes_pushes_nothing_and_says_why(first_run):
+  tmp_path, data_root, metadata_path = first_run
+  run_pipeline(tmp_path, data_root, max_model_bytes=1)
+  by_node = helpers.executions_by_node(metadata_path)
+  assert by_node['AccuracyGate'][-1].last_known_state == metadata_store_pb2.Execution.COMPLETE
+  assert by_node['Distiller'][-1].last_known_state == metadata_store_pb2.Execution.CACHED
+  run_summary = summary.summarize_run(metadata_path, PIPELINE_NAME)
+  assert not run_summary.gate_decision['blessed']
+  assert run_summary.pushed_destination is None
+  assert 'nothing was pushed' in summary.format_table(run_summary)
+  with open(os.path.join(gate_report_dir(metadata_path), report.HTML_FILE_NAME)) as handle:
+    page = handle.read()
+  assert 'No model passed the gate; nothing was pushed.' in page
+  assert page.count('exceeds max_model_bytes 1') == len(MODEL_NAMES) - 1

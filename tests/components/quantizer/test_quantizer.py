@@ -39,7 +39,7 @@ def run_quantizer(data, model, output_dir, mode, **properties):
       {'model': [model], 'examples': [examples], 'transform_graph': [graph]},
       {'quantized_model': [quantized], 'metrics': [metrics]}, exec_properties)
   with open(os.path.join(metrics.uri, 'metrics.json')) as handle:
-    return quantized.uri, json.load(handle)
+    return os.path.join(quantized.uri, 'Format-Serving'), json.load(handle)
 
 
 def raw_examples(data, count):

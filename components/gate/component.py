@@ -1,0 +1,101 @@
+"""AccuracyGate: blesses the smallest candidate within an accuracy (and size) budget."""
+
+import json
+from typing import Optional, Sequence
+
+from tfx import types
+from tfx.dsl.components.base import base_component
+from tfx.dsl.components.base import executor_spec
+from tfx.types import standard_artifacts
+
+from components.common import artifacts
+from components.gate import executor
+from components.gate import spec as gate_spec
+
+
+class AccuracyGate(base_component.BaseComponent):
+  """Compares each candidate with the teacher on the eval split and blesses one.
+
+  TFMA's Evaluator can not apply the transform graph in front of a TFLite model
+  that reads transformed features, so the gate measures every candidate itself
+  (SavedModels through Keras, TFLite through the interpreter) on the same eval
+  examples. A candidate passes when its accuracy is at most `max_accuracy_drop`
+  below the teacher's and it is at most `max_model_bytes` large; the smallest
+  passing one is blessed and copied to `model`, and every other one gets its
+  reason. `blessing` is a standard ModelBlessing, so the stock Pusher pushes
+  only a blessed model; a gate that blesses nothing is a normal outcome. The
+  `report` artifact holds the decision (metrics.json), report.html and report.png.
+
+  Example:
+
+    gate = AccuracyGate(
+        examples=transform.outputs['transformed_examples'],
+        transform_graph=transform.outputs['transform_graph'],
+        baseline_model=trainer.outputs['model'],
+        candidate_models=[distiller.outputs['model'], quantizer.outputs['quantized_model']],
+        candidate_names=['student', 'int8'],
+        max_accuracy_drop=0.01)
+    pusher = tfx.components.Pusher(model=gate.outputs['model'],
+                                   model_blessing=gate.outputs['blessing'], ...)
+  """
+
+  SPEC_CLASS = gate_spec.AccuracyGateSpec
+  EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+  def __init__(self,
+               examples: types.BaseChannel,
+               transform_graph: types.BaseChannel,
+               baseline_model: types.BaseChannel,
+               candidate_models: Sequence[types.BaseChannel],
+               candidate_names: Optional[Sequence[str]] = None,
+               max_accuracy_drop: float = 0.01,
+               max_model_bytes: Optional[int] = None,
+               eval_examples: int = 2000,
+               latency_runs: int = 200):
+    """Constructs an AccuracyGate.
+
+    Args:
+      examples: Transformed examples; the `eval` split is scored.
+      transform_graph: The transform graph of those examples.
+      baseline_model: The teacher's Model channel.
+      candidate_models: 1 to 6 Model channels (SavedModel or Quantizer TFLite).
+      candidate_names: A distinct name per candidate (default candidate_1, ...).
+      max_accuracy_drop: Largest allowed accuracy drop against the teacher, as a
+        fraction in [0, 1] (0.01 is one point).
+      max_model_bytes: Largest allowed model size; None for no limit.
+      eval_examples: At most this many eval examples are scored (>= 1).
+      latency_runs: Batch-1 calls timed per median latency (>= 1).
+
+    Raises:
+      ValueError: naming the argument that is not allowed.
+    """
+    candidate_models = list(candidate_models or [])
+    if not 1 <= len(candidate_models) <= gate_spec.MAX_CANDIDATES:
+      raise ValueError(f'candidate_models takes 1 to {gate_spec.MAX_CANDIDATES} channels; got '
+                       f'{len(candidate_models)}.')
+    names = list(candidate_names or [f'candidate_{index + 1}'
+                                     for index in range(len(candidate_models))])
+    if len(names) != len(candidate_models) or len(set(names)) != len(names) or not all(
+        isinstance(name, str) and name for name in names):
+      raise ValueError(f'candidate_names needs one distinct, non-empty name per candidate '
+                       f'({len(candidate_models)}); got {names!r}.')
+    if (not isinstance(max_accuracy_drop, (int, float)) or isinstance(max_accuracy_drop, bool)
+        or not 0.0 <= max_accuracy_drop <= 1.0):
+      raise ValueError('max_accuracy_drop must be a fraction in [0, 1] (0.01 is one point); '
+                       f'got {max_accuracy_drop!r}.')
+    if max_model_bytes is not None and (not isinstance(max_model_bytes, int) or isinstance(
+        max_model_bytes, bool) or max_model_bytes < 1):
+      raise ValueError(f'max_model_bytes must be an integer >= 1 or None; got '
+                       f'{max_model_bytes!r}.')
+    for name, value in (('eval_examples', eval_examples), ('latency_runs', latency_runs)):
+      if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f'{name} must be an integer >= 1; got {value!r}.')
+    super().__init__(spec=gate_spec.AccuracyGateSpec(
+        examples=examples, transform_graph=transform_graph, baseline_model=baseline_model,
+        **dict(zip(gate_spec.CANDIDATE_MODEL_KEYS, candidate_models)),
+        candidate_names=json.dumps(names), max_accuracy_drop=float(max_accuracy_drop),
+        max_model_bytes=-1 if max_model_bytes is None else max_model_bytes,
+        eval_examples=eval_examples, latency_runs=latency_runs,
+        model=types.Channel(type=standard_artifacts.Model),
+        blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+        report=types.Channel(type=artifacts.ModelMetrics)))

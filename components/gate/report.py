@@ -1,0 +1,106 @@
+"""The run report: one HTML page and one PNG comparing teacher and candidates.
+
+Everything that comes from data or parameters (model names, reasons, paths) is
+HTML-escaped.
+"""
+
+import html
+import os
+from typing import Any, Dict, Optional
+
+import tensorflow as tf
+
+from components.common import measuring
+
+HTML_FILE_NAME = 'report.html'
+PNG_FILE_NAME = 'report.png'
+
+
+def _plot(decision: Dict[str, Any], path: str) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')  # No display: write files only.
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
+  figure, (size_axis, latency_axis) = pyplot.subplots(1, 2, figsize=(11, 4.5))
+  teacher = decision['teacher']
+  rows = [('teacher', teacher, 'black')] + [
+      (candidate['name'], candidate, 'tab:green' if candidate['passed'] else 'tab:red')
+      for candidate in decision['candidates']]
+  floor = teacher['accuracy'] - decision['max_accuracy_drop']
+  for axis, key, label in ((size_axis, 'size_bytes', 'size (bytes, log scale)'),
+                           (latency_axis, 'latency_ms', 'batch-1 latency (ms, log scale)')):
+    for name, figures, colour in rows:
+      marker = '*' if name == decision.get('chosen') else 'o'
+      axis.scatter(figures[key], figures['accuracy'], c=colour, marker=marker, s=120)
+      axis.annotate(name, (figures[key], figures['accuracy']), textcoords='offset points',
+                    xytext=(6, 6), fontsize=9)
+    axis.axhline(floor, linestyle='--', color='grey', linewidth=1)
+    axis.axhline(decision['majority_accuracy'], linestyle=':', color='grey', linewidth=1)
+    axis.set_xscale('log')
+    axis.set_xlabel(label)
+    axis.set_ylabel('eval accuracy')
+  size_axis.set_title('accuracy vs size (dashed: gate floor, dotted: majority class)',
+                      fontsize=9)
+  latency_axis.set_title('accuracy vs latency (green passed, red rejected, * chosen)',
+                         fontsize=9)
+  figure.tight_layout()
+  temporary = path + '.tmp.png'
+  figure.savefig(temporary, dpi=110)
+  pyplot.close(figure)
+  tf.io.gfile.rename(temporary, path, overwrite=True)
+
+
+def render_html(decision: Dict[str, Any], pushed_destination: Optional[str]) -> str:
+  """The report page; every value from data or parameters is escaped."""
+  escape = lambda value: html.escape(str(value), quote=True)  # pylint: disable=unnecessary-lambda-assignment
+  if decision['blessed']:
+    verdict = f'Blessed: <b>{escape(decision["chosen"])}</b>.'
+  else:
+    verdict = '<b>No model passed the gate; nothing was pushed.</b>'
+  if pushed_destination:
+    pushed = f'Pushed to <code>{escape(pushed_destination)}</code>.'
+  elif decision['blessed']:
+    pushed = 'Pusher runs after the gate; see the pipeline summary for the destination.'
+  else:
+    pushed = 'Nothing was pushed.'
+  limit = decision.get('max_model_bytes')
+  rows = []
+  teacher = decision['teacher']
+  rows.append(f'<tr><td>teacher</td><td>{escape(teacher["format"])}</td>'
+              f'<td>{teacher["accuracy"]:.4f}</td><td>-</td><td>{teacher["size_bytes"]}</td>'
+              f'<td>{teacher["latency_ms"]:.3f}</td><td>baseline</td><td></td></tr>')
+  for candidate in decision['candidates']:
+    status = ('chosen' if candidate['name'] == decision.get('chosen') else
+              'passed' if candidate['passed'] else 'rejected')
+    rows.append(
+        f'<tr class="{status}"><td>{escape(candidate["name"])}</td>'
+        f'<td>{escape(candidate["format"])}</td><td>{candidate["accuracy"]:.4f}</td>'
+        f'<td>{candidate["accuracy_drop"]:+.4f}</td><td>{candidate["size_bytes"]}</td>'
+        f'<td>{candidate["latency_ms"]:.3f}</td><td>{status}</td>'
+        f'<td>{escape("; ".join(candidate["reasons"]))}</td></tr>')
+  return f'''<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>tfx-distillery report</title>
+<style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}} td:first-child,td:last-child{{text-align:left}}
+tr.chosen{{background:#e6ffe6}} tr.rejected{{background:#ffecec}}</style></head>
+<body><h1>tfx-distillery report</h1>
+<p>{verdict} {pushed}</p>
+<p>Gate: accuracy drop at most {decision["max_accuracy_drop"]:.4f} against the teacher
+{f"and size at most {int(limit)} bytes" if limit is not None else "(no size limit)"}, on
+{decision["eval_examples"]} eval examples (majority class {decision["majority_accuracy"]:.4f}).</p>
+<table><tr><th>model</th><th>format</th><th>accuracy</th><th>drop</th><th>bytes</th>
+<th>latency (ms)</th><th>gate</th><th>why</th></tr>
+{chr(10).join(rows)}
+</table>
+<p><img src="{PNG_FILE_NAME}" alt="accuracy vs size and latency"></p>
+</body></html>
+'''
+
+
+def write(decision: Dict[str, Any], output_dir: str,
+          pushed_destination: Optional[str] = None) -> str:
+  """Writes report.html and report.png into `output_dir`; returns the HTML path."""
+  tf.io.gfile.makedirs(output_dir)
+  _plot(decision, os.path.join(output_dir, PNG_FILE_NAME))
+  html_path = os.path.join(output_dir, HTML_FILE_NAME)
+  measuring.write_atomically(html_path, render_html(decision, pushed_destination))
+  return html_path
