@@ -53,6 +53,25 @@ def transform_dataset(dataset_name: str, work_dir: str, num_shards: int = 8):
           newest('Examples', 'CsvExampleGen'))
 
 
+def artifact(artifact_class, uri: str):
+  """An artifact at `uri` (created), as the orchestrator would hand it to an executor."""
+  instance = artifact_class()
+  instance.uri = uri
+  os.makedirs(uri, exist_ok=True)
+  return instance
+
+
+def executor_inputs(transformed_uri: str, graph_uri: str) -> dict:
+  """The `examples` and `transform_graph` inputs of a trainer-like executor."""
+  from tfx.types import standard_artifacts  # pylint: disable=g-import-not-at-top
+  examples = standard_artifacts.Examples()
+  examples.uri = transformed_uri
+  examples.split_names = '["train", "eval"]'
+  graph = standard_artifacts.TransformGraph()
+  graph.uri = graph_uri
+  return {'examples': [examples], 'transform_graph': [graph]}
+
+
 class Stopwatch:
   """Context manager measuring wall time in seconds."""
 

@@ -35,23 +35,6 @@ BUDGETS = {
 }
 
 
-def _artifact(artifact_class, uri: str):
-  artifact = artifact_class()
-  artifact.uri = uri
-  os.makedirs(uri, exist_ok=True)
-  return artifact
-
-
-def _inputs(transformed_uri: str, graph_uri: str) -> dict:
-  examples = standard_artifacts.Examples()
-  examples.uri = transformed_uri
-  examples.split_names = '["train", "eval"]'
-  graph = standard_artifacts.TransformGraph()
-  graph.uri = graph_uri
-  return {standard_component_specs.EXAMPLES_KEY: [examples],
-          standard_component_specs.TRANSFORM_GRAPH_KEY: [graph]}
-
-
 def _properties(module_file: str, steps: int, budget: dict, label_column: str,
                 seed: int, learning_rate: float = 1e-3) -> dict:
   return {'train_args': json.dumps({'num_steps': steps}),
@@ -66,8 +49,8 @@ def _properties(module_file: str, steps: int, budget: dict, label_column: str,
 
 def train_teacher(inputs: dict, dataset, budget: dict, output_dir: str) -> str:
   """Trains the dataset's teacher with the DistributedTrainer executor; returns the model URI."""
-  model = _artifact(standard_artifacts.Model, os.path.join(output_dir, 'model'))
-  model_run = _artifact(standard_artifacts.ModelRun, os.path.join(output_dir, 'model_run'))
+  model = common.artifact(standard_artifacts.Model, os.path.join(output_dir, 'model'))
+  model_run = common.artifact(standard_artifacts.ModelRun, os.path.join(output_dir, 'model_run'))
   trainer_executor.Executor().Do(
       inputs, {standard_component_specs.MODEL_KEY: [model],
                standard_component_specs.MODEL_RUN_KEY: [model_run]},
@@ -81,9 +64,9 @@ def distill(inputs: dict, teacher_uri: str, dataset, budget: dict, output_dir: s
   """Runs the Distiller executor once; returns its metrics and the student's folder."""
   teacher = standard_artifacts.Model()
   teacher.uri = teacher_uri
-  model = _artifact(standard_artifacts.Model, os.path.join(output_dir, 'model'))
-  model_run = _artifact(standard_artifacts.ModelRun, os.path.join(output_dir, 'model_run'))
-  metrics = _artifact(artifacts.ModelMetrics, os.path.join(output_dir, 'metrics'))
+  model = common.artifact(standard_artifacts.Model, os.path.join(output_dir, 'model'))
+  model_run = common.artifact(standard_artifacts.ModelRun, os.path.join(output_dir, 'model_run'))
+  metrics = common.artifact(artifacts.ModelMetrics, os.path.join(output_dir, 'metrics'))
   properties = _properties(dataset.student_module_file, budget['student_steps'], budget,
                            dataset.label_column, seed,
                            learning_rate=budget['student_learning_rate'])
@@ -103,7 +86,7 @@ def run_dataset(name: str, work_dir: str, seeds, settings) -> dict:
   budget = BUDGETS[name]
   transformed_uri, graph_uri, raw_uri = common.transform_dataset(name, os.path.join(
       work_dir, name))
-  inputs = _inputs(transformed_uri, graph_uri)
+  inputs = common.executor_inputs(transformed_uri, graph_uri)
   teacher_uri = train_teacher(inputs, dataset, budget, os.path.join(work_dir, name, 'teacher'))
   runs = [distill(inputs, teacher_uri, dataset, budget,
                   os.path.join(work_dir, name, f'student-{seed}-{time.time_ns()}'), seed,

@@ -8,4 +8,5 @@ class ModelMetrics(artifact.Artifact):
 
   Written by the Distiller, Pruner and Quantizer and read by the gate and the report.
   """
-  TYPE_NAME = 'DistilleryModelMetrics'
+  # namespace.Name: the form Kubeflow Pipelines accepts as a schema title.
+  TYPE_NAME = 'distillery.ModelMetrics'

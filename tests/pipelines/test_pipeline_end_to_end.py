@@ -59,7 +59,7 @@ def first_run(tmp_path_factory):
 def gate_report_dir(metadata_path):
   store = summary.open_store(metadata_path)
   reports = [artifact for artifact in summary.pipeline_artifacts(
-      store, PIPELINE_NAME, 'DistilleryModelMetrics')
+      store, PIPELINE_NAME, 'distillery.ModelMetrics')
              if summary.producer_node(store, artifact) == 'AccuracyGate']
   return reports[-1].uri
 

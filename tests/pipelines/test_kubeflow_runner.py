@@ -1,0 +1,43 @@
+"""The Kubeflow Pipelines compile: every component is a task, wired as the chain is."""
+
+import json
+
+import pytest
+
+from pipelines import kubeflow_runner
+
+# Each task and the upstream tasks whose outputs it reads.
+EXPECTED_DEPENDENCIES = {
+    'CsvExampleGen': set(),
+    'StatisticsGen': {'CsvExampleGen'},
+    'SchemaGen': {'StatisticsGen'},
+    'ExampleValidator': {'StatisticsGen', 'SchemaGen'},
+    'IngestionTransform': {'CsvExampleGen', 'SchemaGen'},
+    'DistributedTrainer': {'IngestionTransform', 'SchemaGen'},
+    'Distiller': {'DistributedTrainer', 'IngestionTransform', 'SchemaGen'},
+    'Pruner': {'Distiller', 'IngestionTransform'},
+    'Quantizer': {'Pruner', 'IngestionTransform'},
+    'AccuracyGate': {'DistributedTrainer', 'Distiller', 'Pruner', 'Quantizer',
+                     'IngestionTransform'},
+    'Pusher': {'AccuracyGate'},
+}
+
+
+def test_the_compiled_dag_has_every_component_as_a_task_in_chain_order(tmp_path):
+  output = tmp_path / 'out' / 'pipeline.json'
+  assert kubeflow_runner.main(['--output', str(output), '--image', 'example.com/distillery:1',
+                               '--pipeline-root', str(tmp_path / 'root')]) == 0
+  spec = json.loads(output.read_text())['pipelineSpec']
+  tasks = spec['root']['dag']['tasks']
+  assert set(tasks) == set(EXPECTED_DEPENDENCIES)
+  for name, task in tasks.items():
+    assert set(task.get('dependentTasks', [])) == EXPECTED_DEPENDENCIES[name], name
+  images = {executor['container']['image']
+            for executor in spec['deploymentSpec']['executors'].values()}
+  assert images == {'example.com/distillery:1'}
+
+
+def test_csv_without_its_label_is_refused_before_compiling(tmp_path, capsys):
+  with pytest.raises(SystemExit):
+    kubeflow_runner.main(['--output', str(tmp_path / 'p.json'), '--dataset', 'csv'])
+  assert '--dataset csv needs --data-root and --label' in capsys.readouterr().err
