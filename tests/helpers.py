@@ -127,7 +127,8 @@ def executions_by_node(metadata_path):
   by_node = {}
   for execution in store.get_executions():
     for context in store.get_contexts_by_execution(execution.id):
-      if store.get_context_types_by_id([context.type_id])[0].name == 'node':
+      # LocalDagRunner records a 'node' context; InteractiveContext a 'component_run'.
+      if store.get_context_types_by_id([context.type_id])[0].name in ('node', 'component_run'):
         by_node.setdefault(context.name.split('.')[-1], []).append(execution)
   return by_node
 
