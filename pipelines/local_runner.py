@@ -7,11 +7,12 @@ Usage:
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
 import sys
 import time
-from typing import Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 # TensorFlow's C++ INFO/WARNING lines drown the progress lines; errors still show.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -102,8 +103,17 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
   return args
 
 
-def run(args: argparse.Namespace) -> int:
-  """Builds and runs the pipeline, then prints the summary table."""
+@dataclasses.dataclass
+class RunResult:
+  """What one local run did: its summary, wall times, and where the report is."""
+  summary: Any
+  wall_seconds: float
+  component_seconds: Dict[str, float]
+  report_path: Optional[str]
+
+
+def execute(args: argparse.Namespace) -> RunResult:
+  """Builds and runs the pipeline; writes the report into the pipeline root."""
   if args.dataset == 'csv':
     # Checked before anything is created, so a typo costs nothing.
     datasets.resolve('csv', '', args.data, args.label)
@@ -117,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
   logger.info('pipeline %s: root %s', pipeline_name, pipeline_root)
   logger.info('full log: %s', log_path)
   # Set up before TensorFlow loads, so its loggers write to the file, not the console.
-  with console_shows_progress_only(log_path):
+  with console_shows_progress_only(log_path) as component_progress:
     # Imported here so `--help` and argument errors answer without loading TFX.
     from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
     from pipelines import pipeline  # pylint: disable=g-import-not-at-top
@@ -141,14 +151,25 @@ def run(args: argparse.Namespace) -> int:
         beam_pipeline_args=['--direct_running_mode=in_memory', '--direct_num_workers=1'],
         enable_cache=not args.no_cache,
         num_workers=args.num_workers))
-    logger.info('pipeline %s: finished in %.1f s', pipeline_name, time.monotonic() - start)
+    wall_seconds = time.monotonic() - start
+    logger.info('pipeline %s: finished in %.1f s', pipeline_name, wall_seconds)
     run_summary = summary.summarize_run(metadata_path, pipeline_name)
-  print(summary.format_table(run_summary), flush=True)
-  if run_summary.gate_decision is not None:
-    from components.gate import report  # pylint: disable=g-import-not-at-top
-    report_path = report.write(run_summary.gate_decision, pipeline_root,
-                               run_summary.pushed_destination)
-    print(f'report: {report_path}', flush=True)
+    report_path = None
+    if run_summary.gate_decision is not None:
+      from components.gate import report  # pylint: disable=g-import-not-at-top
+      report_path = report.write(run_summary.gate_decision, pipeline_root,
+                                 run_summary.pushed_destination)
+  return RunResult(run_summary, wall_seconds, dict(component_progress.wall_seconds),
+                   report_path)
+
+
+def run(args: argparse.Namespace) -> int:
+  """Runs the pipeline, then prints the summary table and the report's path."""
+  from pipelines import summary  # pylint: disable=g-import-not-at-top
+  result = execute(args)
+  print(summary.format_table(result.summary), flush=True)
+  if result.report_path:
+    print(f'report: {result.report_path}', flush=True)
   return 0
 
 
