@@ -8,6 +8,7 @@ Usage:
 import argparse
 import contextlib
 import dataclasses
+import fcntl
 import logging
 import os
 import sys
@@ -103,6 +104,43 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
   return args
 
 
+class MetadataInUse(ValueError):
+  """Another local run holds the SQLite ML Metadata file."""
+
+
+@contextlib.contextmanager
+def exclusive_metadata(metadata_path: str) -> Iterator[None]:
+  """Holds a lock beside the SQLite ML Metadata file for the whole run.
+
+  SQLite ML Metadata is not safe for two pipelines writing at once (each opens
+  its own connection, and concurrent writers fail with "database is locked" in
+  the middle of a run), so a second run against the same file is refused at
+  once, with the holder named, instead of failing half-way.
+
+  Raises:
+    MetadataInUse: when another process holds the lock.
+  """
+  lock_path = metadata_path + '.lock'
+  handle = open(lock_path, 'a+')  # pylint: disable=consider-using-with
+  try:
+    try:
+      fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as error:
+      handle.seek(0)
+      holder = handle.read().strip() or 'another process'
+      raise MetadataInUse(
+          f'{metadata_path} is in use by {holder}. SQLite ML Metadata takes one pipeline '
+          'run at a time: wait for it to finish, give this run its own --pipeline-root, or '
+          'use a MySQL ML Metadata store for concurrent pipelines.') from error
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f'pid {os.getpid()}\n')
+    handle.flush()
+    yield
+  finally:
+    handle.close()  # Closing releases the lock.
+
+
 @dataclasses.dataclass
 class RunResult:
   """What one local run did: its summary, wall times, and where the report is."""
@@ -127,7 +165,8 @@ def execute(args: argparse.Namespace) -> RunResult:
   logger.info('pipeline %s: root %s', pipeline_name, pipeline_root)
   logger.info('full log: %s', log_path)
   # Set up before TensorFlow loads, so its loggers write to the file, not the console.
-  with console_shows_progress_only(log_path) as component_progress:
+  with exclusive_metadata(metadata_path), console_shows_progress_only(
+      log_path) as component_progress:
     # Imported here so `--help` and argument errors answer without loading TFX.
     from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
     from pipelines import pipeline  # pylint: disable=g-import-not-at-top
