@@ -69,9 +69,9 @@ class Pruner(base_component.BaseComponent):
   `prune_low_magnitude` (on every prunable layer; Dense and Conv2D only for an
   m-by-n pattern), fine-tuning with `UpdatePruningStep` on the training split,
   `strip_pruning`, then a SavedModel with the input model's signatures. With
-  `max_accuracy_drop`, `sparsities` are tried in rising order on a held-out slice
-  of the training split and the highest within the budget is kept; every trial
-  is recorded. The metrics artifact holds per-layer sparsity, gzip sizes of the
+  `max_accuracy_drop`, `sparsities` are tried in rising order against half of
+  the eval split (the input model has seen all of the training split) and the
+  highest within the budget is kept; every trial is recorded. The metrics artifact holds per-layer sparsity, gzip sizes of the
   dense and pruned float32 TFLite files and both accuracies on the eval split.
 
   Example:
