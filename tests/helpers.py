@@ -160,3 +160,9 @@ def train_synthetic_teacher(data, output_dir: str, train_steps: int = 60):
        'strategy': 'one_device', 'num_workers': 1, 'num_parameter_servers': 0,
        'communication': 'auto'})
   return model
+
+
+def channel(artifact_type):
+  """A channel of `artifact_type` for constructing a component in a test."""
+  from tfx import v1 as tfx
+  return tfx.dsl.Channel(type=artifact_type)

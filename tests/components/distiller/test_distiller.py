@@ -135,14 +135,10 @@ def test_a_teacher_disagreeing_with_the_labels_fails_at_the_first_batch(data, tm
     run_distiller(data, [wrong_teacher], str(tmp_path))
 
 
-def channel(artifact_type):
-  return tfx.dsl.Channel(type=artifact_type)
-
-
 def make(**overrides):
-  arguments = dict(examples=channel(standard_artifacts.Examples),
-                   transform_graph=channel(standard_artifacts.TransformGraph),
-                   teacher_model=channel(standard_artifacts.Model),
+  arguments = dict(examples=helpers.channel(standard_artifacts.Examples),
+                   transform_graph=helpers.channel(standard_artifacts.TransformGraph),
+                   teacher_model=helpers.channel(standard_artifacts.Model),
                    module_file=TABULAR_STUDENT)
   arguments.update(overrides)
   return Distiller(**arguments)
@@ -164,8 +160,8 @@ def test_outputs_are_model_model_run_and_metrics():
     ({'teacher_output': 'scores'}, 'teacher_output must be one of'),
     ({'multi_teacher_mode': 'vote'}, 'multi_teacher_mode must be one of'),
     ({'teacher_weights': [1.0, 2.0]}, 'one weight per teacher'),
-    ({'teacher_models': [channel(standard_artifacts.Model)]}, 'exactly one of teacher_model'),
-    ({'teacher_model': None, 'teacher_models': [channel(standard_artifacts.Model)] * 5},
+    ({'teacher_models': [helpers.channel(standard_artifacts.Model)]}, 'exactly one of teacher_model'),
+    ({'teacher_model': None, 'teacher_models': [helpers.channel(standard_artifacts.Model)] * 5},
      '1 to 4'),
     ({'strategy': 'parameter_server'}, 'strategy for the Distiller must be one of'),
     ({'num_workers': 0}, 'num_workers must be an integer >= 1'),

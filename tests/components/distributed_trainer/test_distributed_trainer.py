@@ -166,20 +166,16 @@ def test_a_killed_worker_fails_the_run_fast_and_a_rerun_resumes(data, tmp_path, 
   assert not glob.glob(os.path.join(tmp_path, 'model_run', 'backup-*'))
 
 
-def channel(artifact_type):
-  return tfx.dsl.Channel(type=artifact_type)
-
-
 def make(**kwargs):
-  return DistributedTrainer(examples=channel(standard_artifacts.Examples),
-                            transform_graph=channel(standard_artifacts.TransformGraph),
+  return DistributedTrainer(examples=helpers.channel(standard_artifacts.Examples),
+                            transform_graph=helpers.channel(standard_artifacts.TransformGraph),
                             module_file=TABULAR_TEACHER, **kwargs)
 
 
 def test_it_has_every_input_and_output_of_trainer():
   component = make(num_workers=2)
-  stock = tfx.components.Trainer(examples=channel(standard_artifacts.Examples),
-                                 transform_graph=channel(standard_artifacts.TransformGraph),
+  stock = tfx.components.Trainer(examples=helpers.channel(standard_artifacts.Examples),
+                                 transform_graph=helpers.channel(standard_artifacts.TransformGraph),
                                  module_file=TABULAR_TEACHER)
   assert set(component.outputs) == set(stock.outputs) == {'model', 'model_run'}
   assert set(component.spec.INPUTS) == set(stock.spec.INPUTS)

@@ -89,14 +89,10 @@ def test_accuracy_budget_keeps_the_highest_sparsity_within_the_drop(data, teache
         trial['dense_validation_accuracy'] - trial['validation_accuracy'] <= 0.05)
 
 
-def channel(artifact_type):
-  return tfx.dsl.Channel(type=artifact_type)
-
-
 def make(**overrides):
-  return Pruner(model=channel(standard_artifacts.Model),
-                examples=channel(standard_artifacts.Examples),
-                transform_graph=channel(standard_artifacts.TransformGraph), **overrides)
+  return Pruner(model=helpers.channel(standard_artifacts.Model),
+                examples=helpers.channel(standard_artifacts.Examples),
+                transform_graph=helpers.channel(standard_artifacts.TransformGraph), **overrides)
 
 
 def test_outputs_are_a_pruned_model_and_metrics():

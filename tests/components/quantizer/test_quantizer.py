@@ -109,14 +109,10 @@ def test_qat_with_preserve_sparsity_keeps_a_pruned_model_sparse_in_int8(
   assert max(np.mean(kernel == 0) for kernel in kernels) >= 0.75
 
 
-def channel(artifact_type):
-  return tfx.dsl.Channel(type=artifact_type)
-
-
 def make(**overrides):
-  return Quantizer(model=channel(standard_artifacts.Model),
-                   examples=channel(standard_artifacts.Examples),
-                   transform_graph=channel(standard_artifacts.TransformGraph), **overrides)
+  return Quantizer(model=helpers.channel(standard_artifacts.Model),
+                   examples=helpers.channel(standard_artifacts.Examples),
+                   transform_graph=helpers.channel(standard_artifacts.TransformGraph), **overrides)
 
 
 def test_outputs_are_a_quantized_model_and_metrics():
