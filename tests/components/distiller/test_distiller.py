@@ -22,16 +22,6 @@ TABULAR_STUDENT = datasets.module_file('tabular_student')
 MODULES = os.path.join(os.path.dirname(__file__), 'modules')
 
 
-@pytest.fixture(scope='module')
-def data(tmp_path_factory):
-  return helpers.transformed_artifacts(str(tmp_path_factory.mktemp('data')))
-
-
-@pytest.fixture(scope='module')
-def teacher(data, tmp_path_factory):
-  return helpers.train_synthetic_teacher(data, str(tmp_path_factory.mktemp('teacher')))
-
-
 def run_distiller(data, teachers, output_dir, module_file=TABULAR_STUDENT, train_steps=40,
                   num_workers=1, **settings):
   examples, graph, _ = data

@@ -27,11 +27,6 @@ TABULAR_TEACHER = datasets.module_file('tabular_teacher')
 STOCK_STYLE_MODULE = os.path.join(os.path.dirname(__file__), 'stock_style_module.py')
 
 
-@pytest.fixture(scope='module')
-def data(tmp_path_factory):
-  return helpers.transformed_artifacts(str(tmp_path_factory.mktemp('data')))
-
-
 class ProgressLines(logging.Handler):
   """Collects the lines the executor shows a person."""
 

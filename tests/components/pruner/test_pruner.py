@@ -16,16 +16,6 @@ from components.pruner import executor as pruner_executor
 from tests import helpers
 
 
-@pytest.fixture(scope='module')
-def data(tmp_path_factory):
-  return helpers.transformed_artifacts(str(tmp_path_factory.mktemp('data')))
-
-
-@pytest.fixture(scope='module')
-def teacher(data, tmp_path_factory):
-  return helpers.train_synthetic_teacher(data, str(tmp_path_factory.mktemp('teacher')))
-
-
 def run_pruner(data, model, output_dir, train_steps=60, **properties):
   examples, graph, _ = data
   pruned = helpers.artifact(standard_artifacts.Model, os.path.join(output_dir, 'pruned'))

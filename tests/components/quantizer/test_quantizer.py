@@ -17,16 +17,6 @@ from components.quantizer import predict
 from tests import helpers
 
 
-@pytest.fixture(scope='module')
-def data(tmp_path_factory):
-  return helpers.transformed_artifacts(str(tmp_path_factory.mktemp('data')))
-
-
-@pytest.fixture(scope='module')
-def teacher(data, tmp_path_factory):
-  return helpers.train_synthetic_teacher(data, str(tmp_path_factory.mktemp('teacher')))
-
-
 def run_quantizer(data, model, output_dir, mode, **properties):
   examples, graph, _ = data
   quantized = helpers.artifact(standard_artifacts.Model, os.path.join(output_dir, mode))
