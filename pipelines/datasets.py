@@ -9,6 +9,7 @@ import dataclasses
 import os
 from typing import List, Optional
 
+from pipelines import schemas
 import trainer_modules
 
 DATASET_NAMES = ('taxi', 'digits', 'csv')
@@ -28,6 +29,7 @@ class Dataset:
     transform_module_file: Module file exposing `preprocessing_fn`.
     teacher_module_file: Module file exposing `run_fn` for the teacher.
     student_module_file: Module file exposing `build_student` for the Distiller.
+    schema_file: Curated schema the data must match; None infers one from the data.
   """
   name: str
   data_root: str
@@ -35,6 +37,7 @@ class Dataset:
   transform_module_file: str
   teacher_module_file: str
   student_module_file: str
+  schema_file: Optional[str] = None
 
 
 def module_file(module_name: str) -> str:
@@ -130,7 +133,8 @@ def sample_csv(source_dir: str, output_dir: str, rows: int) -> str:
 def resolve(name: str,
             work_dir: str,
             data: Optional[str] = None,
-            label: Optional[str] = None) -> Dataset:
+            label: Optional[str] = None,
+            schema: Optional[str] = None) -> Dataset:
   """Builds the `Dataset` for a `--dataset` choice.
 
   Args:
@@ -138,6 +142,7 @@ def resolve(name: str,
     work_dir: Folder where generated data (digits) is written.
     data: For `csv`, the folder of CSV files.
     label: For `csv`, the label column.
+    schema: For `csv`, an optional curated schema.pbtxt.
 
   Returns:
     The resolved `Dataset`.
@@ -147,16 +152,22 @@ def resolve(name: str,
   """
   if name == 'taxi':
     return Dataset('taxi', taxi_data_dir(), 'tips', module_file('taxi_transform'),
-                   module_file('taxi_teacher'), module_file('taxi_student'))
+                   module_file('taxi_teacher'), module_file('taxi_student'),
+                   schemas.schema_file('taxi'))
   if name == 'digits':
     data_root = write_digits_csv(os.path.join(work_dir, 'data', 'digits'))
     return Dataset('digits', data_root, 'label', module_file('digits_transform'),
-                   module_file('digits_teacher'), module_file('digits_student'))
+                   module_file('digits_teacher'), module_file('digits_student'),
+                   schemas.schema_file('digits'))
   if name == 'csv':
     if not data or not label:
       raise ValueError('--dataset csv needs --data DIR (a folder of CSV files) and '
                        '--label COLUMN (the label column).')
     check_csv_folder(data, label)
+    if schema is not None and not os.path.isfile(schema):
+      raise ValueError(f'--schema: {schema!r} is not a file; give a schema.pbtxt, such as '
+                       "the SchemaGen output of a good run.")
     return Dataset('csv', os.path.abspath(data), label, module_file('tabular_transform'),
-                   module_file('tabular_teacher'), module_file('tabular_student'))
+                   module_file('tabular_teacher'), module_file('tabular_student'),
+                   os.path.abspath(schema) if schema else None)
   raise ValueError(f'--dataset must be one of {", ".join(DATASET_NAMES)}; got {name!r}.')

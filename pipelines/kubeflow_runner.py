@@ -7,7 +7,8 @@ Usage:
 
 KubeflowV2DagRunner packages the module files into a wheel under the pipeline
 root while compiling, so the root must be writable from here (a local folder, or
-a bucket this machine can write to).
+a bucket this machine can write to). The curated schema is copied there too, so
+the cluster reads the same file.
 """
 
 import argparse
@@ -47,6 +48,18 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
   return args
 
 
+def stage_schema(schema_file: Optional[str], pipeline_root: str) -> Optional[str]:
+  """Copies the curated schema under the pipeline root, where the cluster can read it."""
+  if not schema_file:
+    return None
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  staged_dir = os.path.join(pipeline_root, 'schema')
+  tf.io.gfile.makedirs(staged_dir)
+  staged_path = os.path.join(staged_dir, 'schema.pbtxt')
+  tf.io.gfile.copy(schema_file, staged_path, overwrite=True)
+  return staged_path
+
+
 def compile_pipeline(args: argparse.Namespace) -> str:
   """Writes the pipeline JSON and returns its path."""
   from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
@@ -74,7 +87,8 @@ def compile_pipeline(args: argparse.Namespace) -> str:
       label_column=dataset.label_column,
       serving_model_dir=args.serving_dir,
       train_steps=args.train_steps,
-      num_workers=args.num_workers))
+      num_workers=args.num_workers,
+      schema_path=stage_schema(dataset.schema_file, args.pipeline_root)))
   return os.path.abspath(args.output)
 
 

@@ -88,6 +88,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
   parser.add_argument('--dataset', required=True, choices=datasets.DATASET_NAMES)
   parser.add_argument('--data', help='csv only: folder of CSV files')
   parser.add_argument('--label', help='csv only: the label column')
+  parser.add_argument('--schema', help='csv only: schema.pbtxt the data must match (taxi '
+                      'and digits use the curated ones in pipelines/schemas)')
   parser.add_argument('--pipeline-root', help='outputs and ML Metadata (default runs/DATASET)')
   parser.add_argument('--serving-dir', help='where the pushed model goes '
                       '(default serving/DATASET)')
@@ -99,8 +101,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.error(f'--train-steps must be >= 1; got {args.train_steps}')
   if args.num_workers < 1:
     parser.error(f'--num-workers must be >= 1; got {args.num_workers}')
-  if args.dataset != 'csv' and (args.data or args.label):
-    parser.error('--data and --label are for --dataset csv only')
+  if args.dataset != 'csv' and (args.data or args.label or args.schema):
+    parser.error('--data, --label and --schema are for --dataset csv only')
   return args
 
 
@@ -154,7 +156,7 @@ def execute(args: argparse.Namespace) -> RunResult:
   """Builds and runs the pipeline; writes the report into the pipeline root."""
   if args.dataset == 'csv':
     # Checked before anything is created, so a typo costs nothing.
-    datasets.resolve('csv', '', args.data, args.label)
+    datasets.resolve('csv', '', args.data, args.label, args.schema)
   pipeline_name = f'{PIPELINE_NAME_PREFIX}-{args.dataset}'
   pipeline_root = os.path.abspath(args.pipeline_root or os.path.join('runs', args.dataset))
   serving_dir = os.path.abspath(args.serving_dir or os.path.join('serving', args.dataset))
@@ -172,7 +174,7 @@ def execute(args: argparse.Namespace) -> RunResult:
     from pipelines import pipeline  # pylint: disable=g-import-not-at-top
     from pipelines import summary  # pylint: disable=g-import-not-at-top
 
-    dataset = datasets.resolve(args.dataset, pipeline_root, args.data, args.label)
+    dataset = datasets.resolve(args.dataset, pipeline_root, args.data, args.label, args.schema)
     logger.info('data: %s (label column %r)', dataset.data_root, dataset.label_column)
     start = time.monotonic()
     tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
@@ -189,7 +191,8 @@ def execute(args: argparse.Namespace) -> RunResult:
         .sqlite_metadata_connection_config(metadata_path),
         beam_pipeline_args=['--direct_running_mode=in_memory', '--direct_num_workers=1'],
         enable_cache=not args.no_cache,
-        num_workers=args.num_workers))
+        num_workers=args.num_workers,
+        schema_path=dataset.schema_file))
     wall_seconds = time.monotonic() - start
     logger.info('pipeline %s: finished in %.1f s', pipeline_name, wall_seconds)
     run_summary = summary.summarize_run(metadata_path, pipeline_name)

@@ -1,6 +1,7 @@
 """The one tfx-distillery pipeline definition, used by every runner.
 
-ExampleGen -> StatisticsGen -> SchemaGen -> ExampleValidator -> IngestionTransform ->
+ExampleGen -> StatisticsGen -> SchemaGen (or ImportSchemaGen) -> StrictExampleValidator ->
+IngestionTransform ->
 teacher DistributedTrainer -> Distiller -> Pruner -> Quantizer -> AccuracyGate -> Pusher.
 Every runner (local, Kubeflow, notebook) builds its pipeline here, so they all get the
 same chain. The Distiller, Pruner and Quantizer stages can each be switched off.
@@ -38,7 +39,8 @@ def create_pipeline(pipeline_name: str,
                     pruning: Optional[Dict[str, Any]] = None,
                     quantization_modes: Sequence[str] = ('full_integer',),
                     max_accuracy_drop: float = 0.01,
-                    max_model_bytes: Optional[int] = None) -> tfx.dsl.Pipeline:
+                    max_model_bytes: Optional[int] = None,
+                    schema_path: Optional[str] = None) -> tfx.dsl.Pipeline:
   """Builds the chain: teacher, student, pruned, quantized, gate, push.
 
   Args:
@@ -70,15 +72,21 @@ def create_pipeline(pipeline_name: str,
       `dynamic_range`, `qat`), on the pruned model; empty for none.
     max_accuracy_drop: The gate's largest accuracy drop against the teacher.
     max_model_bytes: The gate's size limit; None for none.
+    schema_path: A curated schema (schema.pbtxt) that the data must match; the
+      validator stops the run on any anomaly against it. None infers the schema
+      from the data itself, which then catches only what inference can not absorb.
 
   Returns:
     The `tfx.dsl.Pipeline`.
   """
   example_gen = tfx.components.CsvExampleGen(input_base=data_root)
   statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
-  schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'],
-                                        infer_feature_shape=True)
-  example_validator = tfx.components.ExampleValidator(
+  if schema_path:
+    schema_gen = tfx.components.ImportSchemaGen(schema_file=schema_path)
+  else:
+    schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'],
+                                          infer_feature_shape=True)
+  example_validator = components.StrictExampleValidator(
       statistics=statistics_gen.outputs['statistics'], schema=schema_gen.outputs['schema'])
   transform = components.IngestionTransform(
       examples=example_gen.outputs['examples'],
@@ -86,6 +94,9 @@ def create_pipeline(pipeline_name: str,
       module_file=transform_module_file,
       custom_config={'label_column': label_column},
       num_shards=num_shards)
+  # Transform reads no output of the validator, so without this edge it could run
+  # (and, on Kubeflow, run in parallel) on data the validator is about to reject.
+  transform.add_upstream_node(example_validator)
   trainer = components.DistributedTrainer(
       module_file=teacher_module_file,
       examples=transform.outputs['transformed_examples'],

@@ -5,16 +5,18 @@ import json
 import pytest
 
 from pipelines import kubeflow_runner
+from pipelines import schemas
 
 # Each task and the upstream tasks whose outputs it reads.
 EXPECTED_DEPENDENCIES = {
     'CsvExampleGen': set(),
     'StatisticsGen': {'CsvExampleGen'},
-    'SchemaGen': {'StatisticsGen'},
-    'ExampleValidator': {'StatisticsGen', 'SchemaGen'},
-    'IngestionTransform': {'CsvExampleGen', 'SchemaGen'},
-    'DistributedTrainer': {'IngestionTransform', 'SchemaGen'},
-    'Distiller': {'DistributedTrainer', 'IngestionTransform', 'SchemaGen'},
+    'ImportSchemaGen': set(),
+    'StrictExampleValidator': {'StatisticsGen', 'ImportSchemaGen'},
+    # The validator edge is control only: Transform waits for the data to pass.
+    'IngestionTransform': {'CsvExampleGen', 'ImportSchemaGen', 'StrictExampleValidator'},
+    'DistributedTrainer': {'IngestionTransform', 'ImportSchemaGen'},
+    'Distiller': {'DistributedTrainer', 'IngestionTransform', 'ImportSchemaGen'},
     'Pruner': {'Distiller', 'IngestionTransform'},
     'Quantizer': {'Pruner', 'IngestionTransform'},
     'AccuracyGate': {'DistributedTrainer', 'Distiller', 'Pruner', 'Quantizer',
@@ -35,6 +37,15 @@ def test_the_compiled_dag_has_every_component_as_a_task_in_chain_order(tmp_path)
   images = {executor['container']['image']
             for executor in spec['deploymentSpec']['executors'].values()}
   assert images == {'example.com/distillery:1'}
+
+
+def test_the_curated_schema_is_staged_under_the_pipeline_root_for_the_cluster(tmp_path):
+  root = tmp_path / 'root'
+  output = tmp_path / 'pipeline.json'
+  assert kubeflow_runner.main(['--output', str(output), '--pipeline-root', str(root)]) == 0
+  staged = root / 'schema' / 'schema.pbtxt'
+  assert staged.read_text() == open(schemas.schema_file('taxi')).read()
+  assert str(staged) in output.read_text()
 
 
 def test_csv_without_its_label_is_refused_before_compiling(tmp_path, capsys):

@@ -17,7 +17,7 @@ from pipelines import summary
 from tests import helpers
 
 PIPELINE_NAME = 'e2e-taxi'
-COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'SchemaGen', 'ExampleValidator',
+COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'StrictExampleValidator',
               'IngestionTransform', 'DistributedTrainer', 'Distiller', 'Pruner', 'Quantizer',
               'AccuracyGate', 'Pusher'}
 MODEL_NAMES = {'teacher', 'student', 'pruned', 'full_integer'}
@@ -34,6 +34,7 @@ def run_pipeline(tmp_path, data_root, **gate):
       teacher_module_file=taxi.teacher_module_file,
       student_module_file=taxi.student_module_file,
       label_column=taxi.label_column,
+      schema_path=taxi.schema_file,
       serving_model_dir=str(tmp_path / 'serving'),
       train_steps=20,
       eval_steps=5,
