@@ -14,7 +14,7 @@ def test_defaults_for_taxi():
     (['--dataset', 'imagenet'], 'invalid choice'),
     (['--dataset', 'taxi', '--train-steps', '0'], '--train-steps must be >= 1'),
     (['--dataset', 'taxi', '--num-workers', '0'], '--num-workers must be >= 1'),
-    (['--dataset', 'taxi', '--label', 'tips'], '--data and --label are for --dataset csv'),
+    (['--dataset', 'taxi', '--label', 'tips'], '--data, --label and --schema are for --dataset csv'),
 ])
 def test_bad_arguments_exit_with_a_message(argv, message, capsys):
   with pytest.raises(SystemExit) as exit_info:
