@@ -11,7 +11,8 @@ from components.example_validator import StrictExampleValidator  # pylint: disab
 from components.gate import AccuracyGate  # pylint: disable=g-import-not-at-top
 from components.ingest_transform import IngestionTransform  # pylint: disable=g-import-not-at-top
 from components.pruner import Pruner  # pylint: disable=g-import-not-at-top
+from components.pusher import AtomicPusher  # pylint: disable=g-import-not-at-top
 from components.quantizer import Quantizer  # pylint: disable=g-import-not-at-top
 
-__all__ = ['AccuracyGate', 'Distiller', 'DistributedTrainer', 'IngestionTransform', 'Pruner', 'Quantizer',
+__all__ = ['AccuracyGate', 'AtomicPusher', 'Distiller', 'DistributedTrainer', 'IngestionTransform', 'Pruner', 'Quantizer',
            'StrictExampleValidator']

@@ -1,8 +1,8 @@
 """The one tfx-distillery pipeline definition, used by every runner.
 
-ExampleGen -> StatisticsGen -> SchemaGen (or ImportSchemaGen) -> StrictExampleValidator ->
-IngestionTransform ->
-teacher DistributedTrainer -> Distiller -> Pruner -> Quantizer -> AccuracyGate -> Pusher.
+ExampleGen -> StatisticsGen -> ImportSchemaGen (or SchemaGen) -> StrictExampleValidator ->
+IngestionTransform -> teacher DistributedTrainer -> Distiller -> Pruner -> Quantizer ->
+AccuracyGate -> AtomicPusher.
 Every runner (local, Kubeflow, notebook) builds its pipeline here, so they all get the
 same chain. The Distiller, Pruner and Quantizer stages can each be switched off.
 """
@@ -157,7 +157,7 @@ def create_pipeline(pipeline_name: str,
       candidate_names=list(candidates),
       max_accuracy_drop=max_accuracy_drop,
       max_model_bytes=max_model_bytes)
-  pusher = tfx.components.Pusher(
+  pusher = components.AtomicPusher(
       model=gate.outputs['model'],
       model_blessing=gate.outputs['blessing'],
       push_destination=tfx.proto.PushDestination(

@@ -3,8 +3,8 @@
 SchemaGen infers a schema from the very data it then checks, so a dropped column,
 a changed type or a new label value is never an anomaly. The pipeline imports
 these instead (`ImportSchemaGen`, as TFX's penguin example does): SchemaGen's
-inference on the whole dataset, with the label given its domain, so that
-StrictExampleValidator stops a run whose data has drifted from them.
+inference on the whole dataset, with the label given its domain and sometimes-empty
+columns allowed to be empty throughout, so that StrictExampleValidator stops a run whose data has drifted from them.
 Regenerate with `python -m pipelines.schemas`.
 """
 
@@ -26,43 +26,63 @@ def schema_file(dataset_name: str) -> Optional[str]:
   return path if os.path.isfile(path) else None
 
 
-def infer_schema(csv_path: str, int_domains: Dict[str, Tuple[int, int]]):
-  """Infers a schema from a CSV file as SchemaGen would, then adds integer domains.
+def curate(schema, int_domains: Dict[str, Tuple[int, int]]) -> None:
+  """Turns SchemaGen's inference into the expectation the validator checks.
 
   Args:
-    csv_path: The whole dataset, as one CSV file.
+    schema: `schema_pb2.Schema` inferred by SchemaGen; changed in place.
     int_domains: Column -> (smallest, largest) allowed value.
+  """
+  for feature in schema.feature:
+    # A column that is sometimes empty may be empty in a whole (small) file.
+    if feature.presence.min_fraction < 1.0:
+      feature.presence.min_count = 0
+    if feature.name in int_domains:
+      feature.int_domain.min, feature.int_domain.max = int_domains[feature.name]
+
+
+def infer_schema(data_root: str, work_dir: str):
+  """Runs CsvExampleGen -> StatisticsGen -> SchemaGen, as the pipeline would.
+
+  Args:
+    data_root: Folder of the CSV files.
+    work_dir: Scratch folder for the pipeline's outputs.
 
   Returns:
-    The `schema_pb2.Schema`.
+    The `schema_pb2.Schema` SchemaGen inferred.
   """
-  import tensorflow_data_validation as tfdv  # pylint: disable=g-import-not-at-top
-  statistics = tfdv.generate_statistics_from_csv(csv_path)
-  schema = tfdv.infer_schema(statistics, infer_feature_shape=True)
-  for column, (smallest, largest) in int_domains.items():
-    feature = tfdv.get_feature(schema, column)
-    feature.int_domain.min = smallest
-    feature.int_domain.max = largest
-  return schema
+  from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
+  from tfx.utils import io_utils  # pylint: disable=g-import-not-at-top
+  example_gen = tfx.components.CsvExampleGen(input_base=data_root)
+  statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
+  schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'],
+                                        infer_feature_shape=True)
+  tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
+      pipeline_name='schemas', pipeline_root=os.path.join(work_dir, 'root'),
+      components=[example_gen, statistics_gen, schema_gen],
+      metadata_connection_config=tfx.orchestration.metadata
+      .sqlite_metadata_connection_config(os.path.join(work_dir, 'metadata.sqlite'))))
+  schema_dir = os.path.join(work_dir, 'root', 'SchemaGen', 'schema')
+  [execution] = os.listdir(schema_dir)
+  return io_utils.SchemaReader().read(os.path.join(schema_dir, execution, 'schema.pbtxt'))
 
 
 def main() -> None:
   """Writes `taxi/schema.pbtxt` and `digits/schema.pbtxt` from the full datasets."""
   import tempfile  # pylint: disable=g-import-not-at-top
-  import tensorflow_data_validation as tfdv  # pylint: disable=g-import-not-at-top
+  from tfx.utils import io_utils  # pylint: disable=g-import-not-at-top
   from pipelines import datasets  # pylint: disable=g-import-not-at-top
-  with tempfile.TemporaryDirectory() as work_dir:
-    csv_paths = {
-        'taxi': os.path.join(datasets.taxi_data_dir(), 'data.csv'),
-        'digits': os.path.join(datasets.write_digits_csv(work_dir), 'data.csv'),
-    }
-    for dataset_name, csv_path in csv_paths.items():
-      schema = infer_schema(csv_path, INT_DOMAINS[dataset_name])
-      os.makedirs(os.path.join(SCHEMA_DIR, dataset_name), exist_ok=True)
-      path = os.path.join(SCHEMA_DIR, dataset_name, 'schema.pbtxt')
-      tfdv.write_schema_text(schema, path + '.tmp')
-      os.replace(path + '.tmp', path)
-      print(path)
+  for dataset_name in ('taxi', 'digits'):
+    with tempfile.TemporaryDirectory() as work_dir:
+      data_root = (datasets.taxi_data_dir() if dataset_name == 'taxi' else
+                   datasets.write_digits_csv(os.path.join(work_dir, 'data')))
+      schema = infer_schema(data_root, work_dir)
+    curate(schema, INT_DOMAINS[dataset_name])
+    os.makedirs(os.path.join(SCHEMA_DIR, dataset_name), exist_ok=True)
+    path = os.path.join(SCHEMA_DIR, dataset_name, 'schema.pbtxt')
+    io_utils.write_pbtxt_file(path + '.tmp', schema)
+    os.replace(path + '.tmp', path)
+    print(path)
 
 
 if __name__ == '__main__':

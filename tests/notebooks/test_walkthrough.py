@@ -12,7 +12,7 @@ NOTEBOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'notebooks', 'walkthrough.ipynb')
 COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'SchemaGen', 'IngestionTransform',
               'DistributedTrainer', 'Distiller', 'Pruner', 'Quantizer', 'AccuracyGate',
-              'Pusher'}
+              'AtomicPusher'}
 
 
 def test_the_notebook_is_committed_with_outputs_cleared():

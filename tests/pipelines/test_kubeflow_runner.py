@@ -21,7 +21,7 @@ EXPECTED_DEPENDENCIES = {
     'Quantizer': {'Pruner', 'IngestionTransform'},
     'AccuracyGate': {'DistributedTrainer', 'Distiller', 'Pruner', 'Quantizer',
                      'IngestionTransform'},
-    'Pusher': {'AccuracyGate'},
+    'AtomicPusher': {'AccuracyGate'},
 }
 
 

@@ -19,7 +19,7 @@ from tests import helpers
 PIPELINE_NAME = 'e2e-taxi'
 COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'StrictExampleValidator',
               'IngestionTransform', 'DistributedTrainer', 'Distiller', 'Pruner', 'Quantizer',
-              'AccuracyGate', 'Pusher'}
+              'AccuracyGate', 'AtomicPusher'}
 MODEL_NAMES = {'teacher', 'student', 'pruned', 'full_integer'}
 
 

@@ -91,7 +91,7 @@ def workspace(tmp_path_factory):
   # ExampleGen's fingerprint and a rerun after the fix may take the cache.
   shutil.copy2(workspace / 'good.csv', workspace / 'data' / 'data.csv')
   run(workspace)
-  assert latest_state(workspace, 'Pusher') == metadata_store_pb2.Execution.COMPLETE
+  assert latest_state(workspace, 'AtomicPusher') == metadata_store_pb2.Execution.COMPLETE
   return workspace
 
 
@@ -113,7 +113,7 @@ def test_bad_data_stops_at_the_validator_and_a_fixed_rerun_goes_through(workspac
   assert 'nothing is pushed' in message
   assert latest_state(workspace, VALIDATOR) == metadata_store_pb2.Execution.FAILED
   executions_after = helpers.executions_by_node(str(workspace / 'metadata.sqlite'))
-  for node in ('IngestionTransform', 'DistributedTrainer', 'AccuracyGate', 'Pusher'):
+  for node in ('IngestionTransform', 'DistributedTrainer', 'AccuracyGate', 'AtomicPusher'):
     assert len(executions_after[node]) == len(executions_before[node]), node
   assert pushed_versions(workspace) == pushed_before
 
@@ -121,5 +121,5 @@ def test_bad_data_stops_at_the_validator_and_a_fixed_rerun_goes_through(workspac
   run(workspace)
   assert latest_state(workspace, VALIDATOR) in (metadata_store_pb2.Execution.COMPLETE,
                                                 metadata_store_pb2.Execution.CACHED)
-  assert latest_state(workspace, 'Pusher') in (metadata_store_pb2.Execution.COMPLETE,
+  assert latest_state(workspace, 'AtomicPusher') in (metadata_store_pb2.Execution.COMPLETE,
                                                metadata_store_pb2.Execution.CACHED)

@@ -1,0 +1,76 @@
+"""Executor of AtomicPusher: the stock push into a staging folder, then one rename."""
+
+import os
+from typing import Any, Dict, List
+
+from absl import logging
+from tfx import types
+from tfx.components.pusher import executor as pusher_executor
+from tfx.dsl.io import fileio
+from tfx.proto import pusher_pb2
+from tfx.types import artifact_utils
+from tfx.types import standard_component_specs
+from tfx.utils import proto_utils
+
+# Model servers take only numeric folder names as versions, so they skip this one.
+STAGING_DIR_NAME = '.incomplete'
+
+
+def process_is_alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+def remove_abandoned_staging(staging_root: str) -> None:
+  """Removes staging folders whose push died (its process is gone)."""
+  if not fileio.isdir(staging_root):
+    return
+  for name in fileio.listdir(staging_root):
+    name = name.rstrip('/')
+    pid_text = name.rsplit('-', 1)[-1]
+    if not pid_text.isdigit() or not process_is_alive(int(pid_text)):
+      logging.info('Removing %s, left by a push that did not finish.', name)
+      fileio.rmtree(os.path.join(staging_root, name))
+
+
+class Executor(pusher_executor.Executor):
+  """Runs TFX's Pusher executor against a staging folder, then renames the result."""
+
+  def Do(self, input_dict: Dict[str, List[types.Artifact]],
+         output_dict: Dict[str, List[types.Artifact]], exec_properties: Dict[str, Any]):
+    destination = pusher_pb2.PushDestination()
+    proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination)
+    if destination.WhichOneof('destination') != 'filesystem':
+      return super().Do(input_dict, output_dict, exec_properties)
+    base_directory = destination.filesystem.base_directory
+    staging_root = os.path.join(base_directory, STAGING_DIR_NAME)
+    remove_abandoned_staging(staging_root)
+    staging_base = os.path.join(staging_root, f'push-{os.getpid()}')
+    destination.filesystem.base_directory = staging_base
+    staged_properties = dict(exec_properties)
+    staged_properties[standard_component_specs.PUSH_DESTINATION_KEY] = (
+        proto_utils.proto_to_json(destination))
+    try:
+      super().Do(input_dict, output_dict, staged_properties)
+      pushed_model = artifact_utils.get_single_instance(
+          output_dict[standard_component_specs.PUSHED_MODEL_KEY])
+      if not pushed_model.get_int_custom_property('pushed'):
+        return
+      version = pushed_model.get_string_custom_property('pushed_version')
+      serving_path = os.path.join(base_directory, version)
+      if fileio.exists(serving_path):
+        raise FileExistsError(
+            f'{serving_path} already exists: another push took version {version} '
+            'this second. Rerun to push under a new version.')
+      fileio.rename(os.path.join(staging_base, version), serving_path)
+      pushed_model.set_string_custom_property('pushed_destination', serving_path)
+      logging.info('Model pushed to %s in one rename.', serving_path)
+    finally:
+      if fileio.exists(staging_base):
+        fileio.rmtree(staging_base)
