@@ -133,6 +133,12 @@ def executions_by_node(metadata_path):
   return by_node
 
 
+def latest_state(metadata_path, node):
+  """The state of a node's latest execution in ML Metadata, or None if it never ran."""
+  executions = executions_by_node(metadata_path).get(node, [])
+  return executions[-1].last_known_state if executions else None
+
+
 def artifact(artifact_class, uri: str):
   """An artifact of `artifact_class` at `uri` (created), as the orchestrator hands them out."""
   instance = artifact_class()

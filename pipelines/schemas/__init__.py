@@ -8,6 +8,7 @@ columns allowed to be empty throughout, so that StrictExampleValidator stops a r
 Regenerate with `python -m pipelines.schemas`.
 """
 
+import glob
 import os
 from typing import Dict, Optional, Tuple
 
@@ -26,16 +27,27 @@ def schema_file(dataset_name: str) -> Optional[str]:
   return path if os.path.isfile(path) else None
 
 
-def curate(schema, int_domains: Dict[str, Tuple[int, int]]) -> None:
+def curate(schema, split_statistics, int_domains: Dict[str, Tuple[int, int]]) -> None:
   """Turns SchemaGen's inference into the expectation the validator checks.
 
   Args:
     schema: `schema_pb2.Schema` inferred by SchemaGen; changed in place.
+    split_statistics: The `DatasetFeatureStatistics` it was inferred from.
     int_domains: Column -> (smallest, largest) allowed value.
   """
+  sometimes_empty = set()
+  for statistics in split_statistics:
+    for feature_statistics in statistics.features:
+      common = (feature_statistics.num_stats.common_stats
+                if feature_statistics.HasField('num_stats') else
+                feature_statistics.string_stats.common_stats)
+      if common.num_missing or common.min_num_values == 0:
+        sometimes_empty.add(feature_statistics.path.step[0])
   for feature in schema.feature:
-    # A column that is sometimes empty may be empty in a whole (small) file.
-    if feature.presence.min_fraction < 1.0:
+    # CsvExampleGen drops a column with no value at all, so a column that is
+    # sometimes empty may vanish from a small file.
+    if feature.name in sometimes_empty:
+      feature.presence.min_fraction = 0.0
       feature.presence.min_count = 0
     if feature.name in int_domains:
       feature.int_domain.min, feature.int_domain.max = int_domains[feature.name]
@@ -49,7 +61,8 @@ def infer_schema(data_root: str, work_dir: str):
     work_dir: Scratch folder for the pipeline's outputs.
 
   Returns:
-    The `schema_pb2.Schema` SchemaGen inferred.
+    The `schema_pb2.Schema` SchemaGen inferred, and the `DatasetFeatureStatistics`
+    of each split.
   """
   from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
   from tfx.utils import io_utils  # pylint: disable=g-import-not-at-top
@@ -62,9 +75,16 @@ def infer_schema(data_root: str, work_dir: str):
       components=[example_gen, statistics_gen, schema_gen],
       metadata_connection_config=tfx.orchestration.metadata
       .sqlite_metadata_connection_config(os.path.join(work_dir, 'metadata.sqlite'))))
-  schema_dir = os.path.join(work_dir, 'root', 'SchemaGen', 'schema')
-  [execution] = os.listdir(schema_dir)
-  return io_utils.SchemaReader().read(os.path.join(schema_dir, execution, 'schema.pbtxt'))
+  from tfx.components.statistics_gen import stats_artifact_utils  # pylint: disable=g-import-not-at-top
+  from tfx.types import standard_artifacts  # pylint: disable=g-import-not-at-top
+  root = os.path.join(work_dir, 'root')
+  [schema_path] = glob.glob(os.path.join(root, 'SchemaGen', 'schema', '*', 'schema.pbtxt'))
+  statistics = standard_artifacts.ExampleStatistics()
+  [statistics.uri] = glob.glob(os.path.join(root, 'StatisticsGen', 'statistics', '*'))
+  statistics.split_names = '["train", "eval"]'
+  return io_utils.SchemaReader().read(schema_path), [
+      stats_artifact_utils.load_statistics(statistics, split).proto().datasets[0]
+      for split in ('train', 'eval')]
 
 
 def main() -> None:
@@ -76,8 +96,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work_dir:
       data_root = (datasets.taxi_data_dir() if dataset_name == 'taxi' else
                    datasets.write_digits_csv(os.path.join(work_dir, 'data')))
-      schema = infer_schema(data_root, work_dir)
-    curate(schema, INT_DOMAINS[dataset_name])
+      schema, statistics = infer_schema(data_root, work_dir)
+    curate(schema, statistics, INT_DOMAINS[dataset_name])
     os.makedirs(os.path.join(SCHEMA_DIR, dataset_name), exist_ok=True)
     path = os.path.join(SCHEMA_DIR, dataset_name, 'schema.pbtxt')
     io_utils.write_pbtxt_file(path + '.tmp', schema)

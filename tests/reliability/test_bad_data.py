@@ -8,14 +8,11 @@ import shutil
 
 import pytest
 from ml_metadata.proto import metadata_store_pb2
-from tfx import v1 as tfx
 
 from components.example_validator import DataAnomaliesError
-from pipelines import datasets
-from pipelines import pipeline
 from tests import helpers
+from tests.reliability import digits_pipeline
 
-PIPELINE_NAME = 'bad-data-digits'
 VALIDATOR = 'StrictExampleValidator'
 
 
@@ -46,30 +43,11 @@ CASES = {
 
 
 def run(workspace):
-  digits = datasets.resolve('digits', str(workspace / 'unused'))
-  tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
-      pipeline_name=PIPELINE_NAME,
-      pipeline_root=str(workspace / 'root'),
-      data_root=str(workspace / 'data'),
-      transform_module_file=digits.transform_module_file,
-      teacher_module_file=digits.teacher_module_file,
-      label_column=digits.label_column,
-      schema_path=digits.schema_file,
-      serving_model_dir=str(workspace / 'serving'),
-      train_steps=10,
-      eval_steps=2,
-      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
-          str(workspace / 'metadata.sqlite')),
-      teacher_config={'epochs': 1},
-      num_shards=2,
-      prune=False,
-      quantization_modes=(),
-      max_accuracy_drop=1.0))
+  digits_pipeline.run(str(workspace))
 
 
 def latest_state(workspace, node):
-  executions = helpers.executions_by_node(str(workspace / 'metadata.sqlite')).get(node, [])
-  return executions[-1].last_known_state if executions else None
+  return helpers.latest_state(str(workspace / 'metadata.sqlite'), node)
 
 
 def pushed_versions(workspace):
@@ -81,15 +59,7 @@ def pushed_versions(workspace):
 def workspace(tmp_path_factory):
   """A pipeline that has run once on good data; `good.csv` keeps that file for restores."""
   workspace = tmp_path_factory.mktemp('bad_data')
-  source = datasets.write_digits_csv(str(workspace / 'full'))
-  (workspace / 'data').mkdir()
-  with open(os.path.join(source, 'data.csv'), newline='') as handle:
-    rows = list(csv.reader(handle))[:301]
-  with open(workspace / 'good.csv', 'w', newline='') as handle:
-    csv.writer(handle).writerows(rows)
-  # copy2 keeps the modification time, so the restored file is the same input to
-  # ExampleGen's fingerprint and a rerun after the fix may take the cache.
-  shutil.copy2(workspace / 'good.csv', workspace / 'data' / 'data.csv')
+  digits_pipeline.write_data(str(workspace), rows=300)
   run(workspace)
   assert latest_state(workspace, 'AtomicPusher') == metadata_store_pb2.Execution.COMPLETE
   return workspace
