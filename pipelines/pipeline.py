@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from tfx import v1 as tfx
 
 import components
+from components.common import parameters
 
 
 def create_pipeline(pipeline_name: str,
@@ -79,6 +80,7 @@ def create_pipeline(pipeline_name: str,
   Returns:
     The `tfx.dsl.Pipeline`.
   """
+  parameters.refuse_secrets('beam_pipeline_args', beam_pipeline_args)
   example_gen = tfx.components.CsvExampleGen(input_base=data_root)
   statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
   if schema_path:

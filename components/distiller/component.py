@@ -1,7 +1,5 @@
 """Distiller: knowledge distillation from frozen teachers into a small student."""
 
-import ast
-import os
 from typing import Any, Dict, Optional, Sequence
 
 from tfx import types
@@ -14,6 +12,8 @@ from tfx.types import standard_component_specs
 from tfx.utils import json_utils
 
 from components.common import artifacts
+from components.common import modules
+from components.common import parameters
 from components.distiller import executor
 from components.distiller import spec as distiller_spec
 from components.distiller import training
@@ -21,28 +21,6 @@ from components.distributed_trainer import spec as trainer_spec
 from components.distributed_trainer import strategy as strategy_lib
 
 DISTILLER_STRATEGIES = ('one_device', 'mirrored', 'multi_worker_mirrored')
-
-
-def check_module_defines(module_file: str, function_name: str) -> None:
-  """Raises ValueError when a local module file has no top-level `function_name`.
-
-  The file is parsed, not imported, so constructing the pipeline runs no user code.
-  Remote paths (gs://...) are left to the executor, which reports the same.
-  """
-  if '://' in module_file:
-    return
-  if not os.path.isfile(module_file):
-    raise ValueError(f'module_file {module_file!r} does not exist.')
-  with open(module_file, encoding='utf-8') as handle:
-    tree = ast.parse(handle.read(), filename=module_file)
-  defined = {node.name for node in tree.body
-             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
-  defined |= {target.id for node in tree.body if isinstance(node, ast.Assign)
-              for target in node.targets if isinstance(target, ast.Name)}
-  if function_name not in defined:
-    raise ValueError(f'module_file {module_file!r} must define {function_name}('
-                     'tf_transform_output, hyperparameters) returning a tf_keras.Model that '
-                     'outputs logits; it defines none.')
 
 
 class Distiller(base_component.BaseComponent):
@@ -140,7 +118,10 @@ class Distiller(base_component.BaseComponent):
     if not module_file or not isinstance(module_file, str):
       raise ValueError('module_file must name the student module (a .py file defining '
                        f'build_student); got {module_file!r}.')
-    check_module_defines(module_file, executor.STUDENT_FN)
+    modules.check_module_defines(
+        module_file, executor.STUDENT_FN,
+        '(tf_transform_output, hyperparameters) returning a tf_keras.Model that outputs logits')
+    parameters.refuse_secrets('custom_config', custom_config)
     if strategy not in DISTILLER_STRATEGIES:
       raise ValueError(f'strategy for the Distiller must be one of '
                        f'{", ".join(DISTILLER_STRATEGIES)}; got {strategy!r}.')

@@ -6,6 +6,8 @@ from typing import Any, Dict, Optional
 from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
 
+from components.common import modules
+from components.common import parameters
 from components.distributed_trainer import executor
 from components.distributed_trainer import spec as trainer_spec
 from components.distributed_trainer import strategy as strategy_lib
@@ -82,6 +84,10 @@ class DistributedTrainer(tfx.components.Trainer):
     """
     strategy_lib.validate(strategy, num_workers, num_parameter_servers, communication)
     vertex_json = None
+    if module_file and not run_fn:
+      modules.check_module_defines(module_file, 'run_fn', '(fn_args)')
+    parameters.refuse_secrets('custom_config', custom_config)
+    parameters.refuse_secrets('vertex_training', vertex_training)
     if vertex_training is not None:
       missing = [key for key in ('project', 'region', 'image') if not vertex_training.get(key)]
       if missing:

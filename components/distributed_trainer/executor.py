@@ -14,6 +14,7 @@ from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 from tfx.utils import import_utils
 
+from components.common import modules
 from components.common import progress
 from components.distributed_trainer import cluster
 from components.distributed_trainer import spec as trainer_spec
@@ -86,7 +87,7 @@ class Executor(trainer_executor.GenericExecutor):
                             json.loads(exec_properties[trainer_spec.VERTEX_TRAINING_KEY]))
         return
       if cluster.processes_needed(training) == 1 and training.strategy != 'parameter_server':
-        with training_environment(training):
+        with training_environment(training), modules.user_module_first(trainer_properties):
           process_executor = import_utils.import_class_by_path(self.PROCESS_EXECUTOR)
           process_executor(self._context).Do(input_dict, output_dict, trainer_properties)
       else:

@@ -15,6 +15,7 @@ import json  # pylint: disable=g-import-not-at-top,wrong-import-position
 import shutil  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tempfile  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from components.common import modules  # pylint: disable=g-import-not-at-top,wrong-import-position
 from components.common import progress  # pylint: disable=g-import-not-at-top,wrong-import-position
 from components.distributed_trainer import strategy as strategy_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -57,7 +58,8 @@ def main(job_path: str, job_name: str, task_index: int) -> int:
   try:
     # The component's in-process executor (Trainer's GenericExecutor, or the Distiller's).
     process_executor = import_utils.import_class_by_path(job['process_executor'])
-    process_executor().Do(input_dict, output_dict, job['exec_properties'])
+    with modules.user_module_first(job['exec_properties']):
+      process_executor().Do(input_dict, output_dict, job['exec_properties'])
   finally:
     if scratch_dir:
       shutil.rmtree(scratch_dir, ignore_errors=True)

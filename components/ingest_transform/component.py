@@ -5,6 +5,8 @@ from typing import Any, Dict, Optional
 from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
 
+from components.common import modules
+from components.common import parameters
 from components.common import reading
 from components.ingest_transform import executor
 from components.ingest_transform import spec as ingest_spec
@@ -83,6 +85,9 @@ class IngestionTransform(tfx.components.Transform):
         direct_num_processes == 1):
       raise ValueError('direct_num_processes must be None (choose by data size), 0 (in '
                        f'memory) or an integer >= 2; got {direct_num_processes!r}.')
+    if module_file and not preprocessing_fn:
+      modules.check_module_defines(module_file, 'preprocessing_fn', '(inputs)')
+    parameters.refuse_secrets('custom_config', custom_config)
     cache_modes = (executor.AUTO_CACHE,) + reading.CACHE_MODES
     if cache not in cache_modes:
       raise ValueError(f'cache must be one of {", ".join(cache_modes)}; got {cache!r}.')

@@ -11,6 +11,7 @@ from tfx.components.transform import executor as transform_executor
 from tfx.components.transform import labels
 from tfx.types import standard_component_specs
 
+from components.common import modules
 from components.common import progress
 from components.common import reading
 from components.ingest_transform import spec as ingest_spec
@@ -121,7 +122,8 @@ class Executor(transform_executor.Executor):
       self._beam_pipeline_args = list(self._beam_pipeline_args) + extra_args
       progress.get_logger().info('IngestionTransform: %d shards per split, Beam %s',
                                  num_shards, ' '.join(extra_args) or 'as configured')
-      with use_transform_processor(sharded_transform_processor(num_shards)):
+      with use_transform_processor(sharded_transform_processor(
+          num_shards)), modules.user_module_first(exec_properties):
         super().Do(input_dict, output_dict, exec_properties)
 
       transformed = output_dict.get(standard_component_specs.TRANSFORMED_EXAMPLES_KEY, [])

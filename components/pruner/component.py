@@ -11,6 +11,7 @@ from tfx.types import standard_artifacts
 from tfx.utils import json_utils
 
 from components.common import artifacts
+from components.common import parameters
 from components.pruner import executor
 from components.pruner import spec as pruner_spec
 
@@ -128,6 +129,7 @@ class Pruner(base_component.BaseComponent):
     Raises:
       ValueError: naming the argument that is not allowed.
     """
+    parameters.refuse_secrets('custom_config', custom_config)
     validate(target_sparsity, schedule, begin_step, end_step, block_size, m_by_n,
              max_accuracy_drop, sparsities)
     super().__init__(spec=pruner_spec.PrunerSpec(

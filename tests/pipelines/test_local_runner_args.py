@@ -28,16 +28,3 @@ def test_csv_without_label_fails_before_any_work(tmp_path, capsys):
                             '--pipeline-root', str(tmp_path / 'root')])
   assert code == 2
   assert '--label COLUMN' in capsys.readouterr().err
-
-
-def test_a_second_run_on_the_same_metadata_is_refused_clearly(tmp_path, capsys):
-  metadata_path = str(tmp_path / 'metadata.sqlite')
-  with local_runner.exclusive_metadata(metadata_path):
-    code = local_runner.main(['--dataset', 'taxi', '--pipeline-root', str(tmp_path)])
-  assert code == 2
-  error = capsys.readouterr().err
-  assert f'{metadata_path} is in use by pid ' in error
-  assert 'one pipeline run at a time' in error
-  # Released: the lock can be taken again.
-  with local_runner.exclusive_metadata(metadata_path):
-    pass

@@ -52,7 +52,6 @@ def run(workspace: str, train_steps: int = 10, epochs: int = 1) -> None:
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           os.path.join(workspace, 'metadata.sqlite')),
       teacher_config={'epochs': epochs},
-      strategy='one_device',
       num_shards=2,
       prune=False,
       quantization_modes=(),

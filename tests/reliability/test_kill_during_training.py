@@ -36,7 +36,9 @@ def test_a_pipeline_killed_while_training_resumes_from_its_backup_on_rerun(tmp_p
   reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
   reader.start()
   deadline = time.monotonic() + 300
-  while not any(f'epoch 2/{EPOCHS}' in line for line in lines):
+  # Epoch 3's line comes after epoch 2's backup was written (the line of an epoch is
+  # logged just before its own backup).
+  while not any(f'epoch 3/{EPOCHS}' in line for line in lines):
     assert process.poll() is None, lines[-5:]
     assert time.monotonic() < deadline, lines[-5:]
     time.sleep(0.2)
