@@ -58,9 +58,14 @@ class IngestionOptions:
     return cls(**{key: value for key, value in json.loads(text).items() if key in known})
 
 
+def is_count(value) -> bool:
+  """An int that is not a bool (True would otherwise count as 1)."""
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
 def validate_options(options: IngestionOptions) -> None:
   """Raises ValueError naming the first option that is out of range."""
-  if not isinstance(options.cycle_length, int) or options.cycle_length < 1:
+  if not is_count(options.cycle_length) or options.cycle_length < 1:
     raise ValueError(f'cycle_length must be an integer >= 1; got {options.cycle_length!r}.')
   if options.compression not in COMPRESSION_TYPES:
     raise ValueError(f'compression must be one of {COMPRESSION_TYPES}; '
@@ -71,7 +76,7 @@ def validate_options(options: IngestionOptions) -> None:
     if not options.cache_path:
       raise ValueError("cache_path must be set when cache is 'file'.")
     check_writable_prefix(options.cache_path)
-  if not isinstance(options.shuffle_buffer, int) or options.shuffle_buffer < 0:
+  if not is_count(options.shuffle_buffer) or options.shuffle_buffer < 0:
     raise ValueError(f'shuffle_buffer must be an integer >= 0; got {options.shuffle_buffer!r}.')
 
 

@@ -5,11 +5,14 @@ compares the validator's verdict with the rule as the component's docstring stat
 """
 
 import math
+import re
 
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from components.common import parameters
+from components.common import reading
 from components.distiller import training as distiller_training
 from components.distributed_trainer import strategy as strategy_lib
 from components.gate import component as gate_component
@@ -109,3 +112,57 @@ def test_gate_thresholds(drop, size):
                       type=tfx.types.standard_artifacts.TransformGraph),
                   baseline_model=channel(), candidate_models=[channel()],
                   max_accuracy_drop=drop, max_model_bytes=size) == valid
+
+
+def is_count(value, smallest):
+  return isinstance(value, int) and not isinstance(value, bool) and value >= smallest
+
+
+@settings(max_examples=200, deadline=None)
+@given(cycle_length=st.one_of(NUMBERS, ANYTHING), shuffle_buffer=st.one_of(NUMBERS, ANYTHING),
+       cache=st.sampled_from(reading.CACHE_MODES + ('disk', '')),
+       compression=st.sampled_from(reading.COMPRESSION_TYPES + ('SNAPPY',)))
+def test_reading_options(cycle_length, shuffle_buffer, cache, compression, tmp_path_factory):
+  cache_path = str(tmp_path_factory.getbasetemp() / 'cache' / 'part') if cache == 'file' else ''
+  valid = (is_count(cycle_length, 1) and is_count(shuffle_buffer, 0)
+           and cache in reading.CACHE_MODES and compression in reading.COMPRESSION_TYPES)
+  assert accepted(reading.IngestionOptions, cycle_length=cycle_length,
+                  shuffle_buffer=shuffle_buffer, cache=cache, cache_path=cache_path,
+                  compression=compression) == valid
+
+
+@settings(max_examples=100, deadline=None)
+@given(num_shards=st.one_of(NUMBERS, ANYTHING))
+def test_ingestion_transform_num_shards(num_shards):
+  from components.ingest_transform import component as ingest_component  # pylint: disable=import-outside-toplevel
+  from pipelines import datasets  # pylint: disable=import-outside-toplevel
+  from tests import helpers  # pylint: disable=import-outside-toplevel
+  from tfx.types import standard_artifacts  # pylint: disable=import-outside-toplevel
+  assert accepted(ingest_component.IngestionTransform,
+                  examples=helpers.channel(standard_artifacts.Examples),
+                  schema=helpers.channel(standard_artifacts.Schema),
+                  module_file=datasets.module_file('tabular_transform'),
+                  num_shards=num_shards) == is_count(num_shards, 1)
+
+
+KEYS = st.one_of(st.sampled_from(['batch_size', 'epochs', 'label_column', 'password',
+                                  'db_password', 'API_KEY', 'auth_token', 'secret',
+                                  'gcp_credentials', 'private_key', 'seed']),
+                 st.text(max_size=8))
+
+
+@settings(max_examples=300, deadline=None)
+@given(config=st.dictionaries(KEYS, st.one_of(ANYTHING, st.dictionaries(KEYS, ANYTHING,
+                                                                         max_size=2)),
+                              max_size=4))
+def test_credentials_in_custom_config(config):
+  def names(value):
+    if isinstance(value, dict):
+      for key, item in value.items():
+        yield str(key)
+        yield from names(item)
+
+  looks_secret = any(re.search(r'secret|passw(or)?d|token|api[_-]?key|credential|'
+                               r'private[_-]?key', name, re.IGNORECASE)
+                     for name in names(config))
+  assert accepted(parameters.refuse_secrets, 'custom_config', config) == (not looks_secret)
