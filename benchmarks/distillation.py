@@ -131,7 +131,7 @@ def main() -> None:
   parser = common.argument_parser(__doc__, 'distillery-distillation-benchmark')
   parser.add_argument('--seeds', default='0,1,2')
   parser.add_argument('--datasets', default='taxi,digits')
-  parser.add_argument('--no-tune', action='store_true', help='the Distiller\'s defaults (T=2, alpha=0.5), no tuning')
+  parser.add_argument('--no-tune', action='store_true', help='fixed T=4, alpha=0.1')
   args = parser.parse_args()
   seeds = [int(seed) for seed in args.seeds.split(',')]
   # A fifth of the training split for tuning: digits' tenth would be ~115 examples,
