@@ -168,6 +168,14 @@ def train_synthetic_teacher(data, output_dir: str, train_steps: int = 60):
   return model
 
 
+REPOSITORY_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def child_process_options():
+  """cwd and env for a child Python process that imports this repository's packages."""
+  return {'cwd': REPOSITORY_ROOT, 'env': {**os.environ, 'PYTHONPATH': REPOSITORY_ROOT}}
+
+
 def channel(artifact_type):
   """A channel of `artifact_type` for constructing a component in a test."""
   from tfx import v1 as tfx

@@ -70,11 +70,10 @@ def kill_mid_push(tmp_path, model_dir, executor_module):
   """Starts a slowed push, SIGKILLs it after its first file, returns the serving dir."""
   serving_dir = tmp_path / 'serving'
   marker = tmp_path / 'first-file-copied'
-  repository_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
   process = subprocess.Popen(
       [sys.executable, '-c', PUSH_SCRIPT, model_dir, str(serving_dir), str(tmp_path / 'pushed'),
        str(marker), executor_module],
-      cwd=repository_root, env={**os.environ, 'PYTHONPATH': repository_root},
+      **helpers.child_process_options(),
       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
   deadline = time.monotonic() + 120
   while not marker.exists():

@@ -25,12 +25,11 @@ def test_a_pipeline_killed_while_training_resumes_from_its_backup_on_rerun(tmp_p
   workspace = str(tmp_path)
   metadata_path = os.path.join(workspace, 'metadata.sqlite')
   digits_pipeline.write_data(workspace, rows=600)
-  repository_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
   with open(os.path.join(workspace, 'killed-run.log'), 'w') as log:
     process = subprocess.Popen(
         [sys.executable, '-m', 'tests.reliability.digits_pipeline', workspace,
          '--train-steps', str(TRAIN_STEPS), '--epochs', str(EPOCHS)],
-        cwd=repository_root, env={**os.environ, 'PYTHONPATH': repository_root},
+        **helpers.child_process_options(),
         stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
   lines = []
   reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)

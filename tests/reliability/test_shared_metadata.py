@@ -9,10 +9,12 @@ import sys
 import time
 
 from pipelines import local_runner
+from tests import helpers
 
 HOLD_SCRIPT = """
 import sys, time
 from pipelines import local_runner
+from tests import helpers
 with local_runner.exclusive_metadata(sys.argv[1]):
   print('holding', flush=True)
   time.sleep(300)
@@ -20,10 +22,9 @@ with local_runner.exclusive_metadata(sys.argv[1]):
 
 
 def hold_metadata_in_another_process(metadata_path):
-  repository_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
   process = subprocess.Popen([sys.executable, '-c', HOLD_SCRIPT, metadata_path],
-                             cwd=repository_root, stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, 'PYTHONPATH': repository_root})
+                             stdout=subprocess.PIPE, text=True,
+                             **helpers.child_process_options())
   assert process.stdout.readline().strip() == 'holding'
   return process
 
