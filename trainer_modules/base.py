@@ -116,20 +116,6 @@ def build_mlp(tf_transform_output: tft.TFTransformOutput,
   return tf_keras.Model(inputs=inputs, outputs=logits, name=name)
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_keras.Model:
   """The whole run_fn: read, train with progress lines, evaluate, export.
 

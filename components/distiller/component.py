@@ -41,7 +41,7 @@ class Distiller(base_component.BaseComponent):
         transform_graph=transform.outputs['transform_graph'],
         teacher_model=trainer.outputs['model'],
         module_file='trainer_modules/taxi_student.py',
-        temperature=4.0, alpha=0.1,
+        temperature=2.0, alpha=0.5,
         train_args=tfx.proto.TrainArgs(num_steps=1000),
         eval_args=tfx.proto.EvalArgs(num_steps=50))
   """
@@ -57,8 +57,8 @@ class Distiller(base_component.BaseComponent):
                teacher_models: Optional[Sequence[types.BaseChannel]] = None,
                schema: Optional[types.BaseChannel] = None,
                hyperparameters: Optional[types.BaseChannel] = None,
-               temperature: float = 4.0,
-               alpha: float = 0.1,
+               temperature: float = 2.0,
+               alpha: float = 0.5,
                teacher_output: str = 'auto',
                teacher_weights: Optional[Sequence[float]] = None,
                multi_teacher_mode: str = 'average',

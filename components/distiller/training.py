@@ -44,8 +44,8 @@ class DistillationSettings:
     validation_percent: Share of training examples (by record hash) held out
       for tuning.
   """
-  temperature: float = 4.0
-  alpha: float = 0.1
+  temperature: float = 2.0
+  alpha: float = 0.5
   teacher_output: str = 'auto'
   teacher_weights: Optional[Tuple[float, ...]] = None
   multi_teacher_mode: str = 'average'
