@@ -4,7 +4,9 @@ The taxi data goes through IngestionTransform, is tiled to at least 1,000,000
 transformed examples in the component's shard layout, and is read once by:
   (a) a naive reader: one file at a time, per-example parse, no prefetch;
   (b) TFX's default: the Trainer's `data_accessor.tf_dataset_factory`;
-  (c) our tuned reader, `components.common.reading.make_dataset`.
+  (c) our tuned reader, `components.common.reading.make_dataset`, on the packed
+      copy IngestionTransform writes beside the shards (and, for comparison, on
+      the one-example-per-record shards the other two read).
 Then the taxi teacher trains on (c) while the time spent waiting for each next
 batch is measured. `--open-latency-ms` simulates remote storage, where opening a
 file takes that long before the first byte arrives.
@@ -34,16 +36,15 @@ from trainer_modules import taxi_teacher
 BATCH_SIZE = 256
 
 
-def tile_shards(source_pattern: str, output_dir: str, num_examples: int, num_shards: int,
+def tile_shards(source_pattern: str, output_dir: str, repeats: int, num_shards: int,
                 compression: str) -> str:
-  """Writes the source records repeated until `num_examples`, round-robin over shards."""
+  """Writes the source records `repeats` times, round-robin over shards."""
   suffix = '.gz' if compression == 'GZIP' else ''
   pattern = os.path.join(output_dir, f'tiled-*-of-{num_shards:05d}{suffix}')
   if len(tf.io.gfile.glob(pattern)) == num_shards:
     return pattern
   records = list(tf.data.TFRecordDataset(reading.list_files(source_pattern),
                                          compression_type='GZIP').as_numpy_iterator())
-  repeats = math.ceil(num_examples / len(records))
   os.makedirs(output_dir, exist_ok=True)
   writer_options = tf.io.TFRecordOptions(compression_type=compression)
   writers = [tf.io.TFRecordWriter(
@@ -143,8 +144,16 @@ def run(num_examples: int, open_latency_ms: float, work_dir: str, train_steps: i
   recorded = reading.read_options(transformed_uri)
   source = os.path.join(transformed_uri, 'Split-train', '*')
   num_shards = len(reading.list_files(source))
-  gzip_pattern = tile_shards(source, os.path.join(work_dir, 'tiled-gzip'), num_examples,
+  source_examples = sum(1 for _ in tf.data.TFRecordDataset(reading.list_files(source),
+                                                           compression_type='GZIP'))
+  repeats = math.ceil(num_examples / source_examples)
+  # The component's layout: shards in Split-train/, their packed copy in packed/Split-train/.
+  tiled_root = os.path.join(work_dir, f'tiled-{repeats}x')
+  gzip_pattern = tile_shards(source, os.path.join(tiled_root, 'Split-train'), repeats,
                              num_shards, 'GZIP')
+  tile_shards(os.path.join(transformed_uri, reading.PACKED_FOLDER_NAME, 'Split-train', '*'),
+              os.path.join(tiled_root, reading.PACKED_FOLDER_NAME, 'Split-train'), repeats,
+              num_shards, 'GZIP')
   tuned_options = reading.IngestionOptions(
       cycle_length=recorded.cycle_length, compression='GZIP', shuffle_buffer=0)
   open_fn = None
@@ -157,6 +166,11 @@ def run(num_examples: int, open_latency_ms: float, work_dir: str, train_steps: i
   tuned = examples_per_second(reading.make_dataset(
       gzip_pattern, tf_transform_output, BATCH_SIZE, tuned_options, num_epochs=1,
       record_dataset_fn=open_fn))
+  # The same reader on the one-example-per-record shards, as without the packed copy.
+  tuned_unpacked = examples_per_second(reading.make_dataset(
+      gzip_pattern, tf_transform_output, BATCH_SIZE,
+      dataclasses.replace(tuned_options, packed=False), num_epochs=1,
+      record_dataset_fn=open_fn))
   # Later epochs of a run: parsed batches come from the in-memory cache.
   cached_dataset = reading.make_dataset(
       gzip_pattern, tf_transform_output, BATCH_SIZE,
@@ -167,7 +181,7 @@ def run(num_examples: int, open_latency_ms: float, work_dir: str, train_steps: i
   # Real training reads the real transformed split with the options the component recorded.
   wait = input_wait_fraction(source, tf_transform_output, recorded, train_steps)
   return {
-      'examples': num_examples,
+      'examples': repeats * source_examples,
       'batch_size': BATCH_SIZE,
       'num_shards': num_shards,
       'open_latency_ms': open_latency_ms,
@@ -175,9 +189,12 @@ def run(num_examples: int, open_latency_ms: float, work_dir: str, train_steps: i
       'naive_eps': round(naive),
       'tfx_default_eps': round(tfx_default),
       'tuned_eps': round(tuned),
+      'tuned_unpacked_eps': round(tuned_unpacked),
       'tuned_cached_eps': round(tuned_cached),
       'tuned_over_naive': round(tuned / naive, 2),
       'tuned_over_tfx_default': round(tuned / tfx_default, 2),
+      'tuned_unpacked_over_naive': round(tuned_unpacked / naive, 2),
+      'tuned_unpacked_over_tfx_default': round(tuned_unpacked / tfx_default, 2),
       'tuned_cached_over_naive': round(tuned_cached / naive, 2),
       'tuned_cached_over_tfx_default': round(tuned_cached / tfx_default, 2),
       'input_wait_fraction': round(wait, 4),

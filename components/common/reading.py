@@ -4,18 +4,28 @@ The accelerator sits idle while the CPU reads and parses, so the dataset built
 here overlaps the two: shard files are interleaved in parallel, records are
 batched before one vectorised `parse_example` per batch, parsed batches can be
 cached, and the whole thing ends in `prefetch(AUTOTUNE)`.
+
+Parsing one `tf.Example` per training example is most of the cost, so
+IngestionTransform also writes a packed copy of each split beside the shards
+(`<uri>/packed/Split-<name>/`): each record holds a block of examples, every
+feature's values concatenated. The reader uses it when it is there.
 """
 
 import dataclasses
 import functools
 import json
 import os
-from typing import Callable, Iterable, List, Optional, Sequence, Union
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 import tensorflow as tf
 
 # Name of the JSON that IngestionTransform writes beside the transformed data.
 OPTIONS_FILE_NAME = 'ingestion_options.json'
+# Folder, at the root of the transformed examples artifact, of the packed copy.
+PACKED_FOLDER_NAME = 'packed'
+# Examples per packed record: enough to make parsing cheap, few enough that
+# shuffling whole blocks still mixes the data.
+DEFAULT_PACKED_BLOCK_SIZE = 32
 CACHE_MODES = ('none', 'memory', 'file')
 COMPRESSION_TYPES = ('GZIP', 'ZLIB', '')
 DEFAULT_LABEL_KEY = 'label'
@@ -36,6 +46,8 @@ class IngestionOptions:
     shuffle_buffer: Records held by the shuffle buffer; 0 disables shuffling.
     shuffle_files: Shuffle the order of the shard files.
     seed: Seed for the file and record shuffles; None for a fresh one each run.
+    packed: Read the packed copy of the split when IngestionTransform wrote one
+      (same examples, a block of them per record, far less to parse).
   """
   cycle_length: int = 8
   deterministic: bool = False
@@ -45,6 +57,7 @@ class IngestionOptions:
   shuffle_buffer: int = 10_000
   shuffle_files: bool = True
   seed: Optional[int] = None
+  packed: bool = True
 
   def __post_init__(self):
     validate_options(self)
@@ -111,6 +124,66 @@ def list_files(file_pattern: Union[str, Sequence[str]]) -> List[str]:
   return files
 
 
+def packed_files(file_pattern: Union[str, Sequence[str]]) -> Optional[List[str]]:
+  """The packed copy of the split(s) `file_pattern` names, or None if any lacks one.
+
+  `<uri>/Split-<name>/<glob>` has its packed copy in `<uri>/packed/Split-<name>/`.
+  """
+  patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
+  files = set()
+  for pattern in patterns:
+    split_folder = os.path.dirname(pattern)
+    packed_pattern = os.path.join(os.path.dirname(split_folder), PACKED_FOLDER_NAME,
+                                  os.path.basename(split_folder), '*')
+    found = tf.io.gfile.glob(packed_pattern)
+    if not found:
+      return None
+    files.update(found)
+  return sorted(files)
+
+
+def pack_examples(serialized_examples: Sequence[bytes], feature_spec: Dict) -> bytes:
+  """One packed record: the examples' values of each feature, concatenated in order.
+
+  Args:
+    serialized_examples: A block of serialized transformed `tf.Example`s.
+    feature_spec: Their feature spec; every feature a `tf.io.FixedLenFeature`.
+
+  Returns:
+    A serialized `tf.Example` with the same feature names.
+  """
+  parsed = tf.io.parse_example(tf.constant(list(serialized_examples), tf.string), feature_spec)
+  features = {}
+  for key, value in parsed.items():
+    values = value.numpy().reshape(-1)
+    if value.dtype == tf.float32:
+      features[key] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+    elif value.dtype == tf.int64:
+      features[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+    else:
+      features[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=list(values)))
+  return tf.train.Example(
+      features=tf.train.Features(feature=features)).SerializeToString()
+
+
+def can_pack(feature_spec: Dict) -> bool:
+  """Only fixed-shape features can be concatenated and split back by shape."""
+  return all(isinstance(spec, tf.io.FixedLenFeature) for spec in feature_spec.values())
+
+
+def unpack_parser(feature_spec: Dict) -> Callable[[tf.Tensor], Dict[str, tf.Tensor]]:
+  """Parses a batch of packed records back into `[examples, *shape]` tensors."""
+  ragged_spec = {key: tf.io.RaggedFeature(dtype=spec.dtype)
+                 for key, spec in feature_spec.items()}
+
+  def parse_packed(serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
+    ragged = tf.io.parse_example(serialized, ragged_spec)
+    return {key: tf.reshape(ragged[key].flat_values, [-1, *feature_spec[key].shape])
+            for key in feature_spec}
+
+  return parse_packed
+
+
 def workers_in_cluster() -> int:
   """Number of workers in TF_CONFIG's cluster (1 outside multi-worker training)."""
   tf_config = json.loads(os.environ.get('TF_CONFIG', '{}') or '{}')
@@ -153,7 +226,9 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
       GZIP/ZLIB `TFRecordDataset` per `options.compression` when None.
     batch_map_fn: Per-batch work on the parsed `(features, label)` (or features),
       run in the same parallel map as the parse, so it is cached and prefetched
-      with it instead of running on the training thread.
+      with it instead of running on the training thread. It must treat rows
+      independently: with the packed copy it sees parsed blocks, whose size
+      need not be `batch_size`.
 
   Returns:
     A `tf.data.Dataset` of `(features, label)` batches, or of feature dicts.
@@ -173,12 +248,24 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
                        f'{sorted(unknown)}; it outputs {sorted(feature_spec)}.')
     feature_spec = {key: spec for key, spec in feature_spec.items() if key in wanted}
 
-  def parse_batch(serialized: tf.Tensor):
-    features = tf.io.parse_example(serialized, feature_spec)
+  def split_label(features: Dict[str, tf.Tensor]):
     parsed = features if label_key is None else (features, features.pop(label_key))
     if batch_map_fn is None:
       return parsed
     return batch_map_fn(*parsed) if label_key is not None else batch_map_fn(parsed)
+
+  packed = packed_files(file_pattern) if options.packed else None
+  if packed:
+    files = packed
+    parse_packed = unpack_parser(feature_spec)
+    parse = lambda serialized: split_label(parse_packed(serialized))
+    # A batch's worth of blocks per parse; `rebatch` below cuts exact batches.
+    records_per_parse = max(1, batch_size // DEFAULT_PACKED_BLOCK_SIZE)
+    examples_per_record = DEFAULT_PACKED_BLOCK_SIZE
+  else:
+    parse = lambda serialized: split_label(tf.io.parse_example(serialized, feature_spec))
+    records_per_parse = batch_size
+    examples_per_record = 1
 
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if options.shuffle_files:
@@ -192,27 +279,31 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
       deterministic=options.deterministic)
   if options.cache == 'none':
     if options.shuffle_buffer:
-      dataset = dataset.shuffle(options.shuffle_buffer, seed=options.seed)
+      dataset = dataset.shuffle(max(1, options.shuffle_buffer // examples_per_record),
+                                seed=options.seed)
     # Repeating before batching lets batches span passes, so a shard smaller
     # than one batch still yields whole batches when the remainder is dropped.
     dataset = dataset.repeat(num_epochs)
-    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    dataset = dataset.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE,
+    dataset = dataset.batch(records_per_parse, drop_remainder=drop_remainder and not packed)
+    dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=options.deterministic)
+    if packed:
+      dataset = dataset.rebatch(batch_size, drop_remainder=drop_remainder)
   else:
     # Parsing dominates the cost, so the cache holds parsed batches; later
     # passes shuffle whole batches instead of records.
-    dataset = dataset.batch(batch_size)
-    dataset = dataset.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE,
+    dataset = dataset.batch(records_per_parse)
+    dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
                           deterministic=options.deterministic)
     dataset = dataset.cache(options.cache_path if options.cache == 'file' else '')
     if options.shuffle_buffer:
-      dataset = dataset.shuffle(max(1, options.shuffle_buffer // batch_size),
-                                seed=options.seed)
+      dataset = dataset.shuffle(
+          max(1, options.shuffle_buffer // (records_per_parse * examples_per_record)),
+          seed=options.seed)
     dataset = dataset.repeat(num_epochs)
-    if drop_remainder:
+    if drop_remainder or packed:
       # Re-slices the cached batches across pass boundaries into whole ones.
-      dataset = dataset.rebatch(batch_size, drop_remainder=True)
+      dataset = dataset.rebatch(batch_size, drop_remainder=drop_remainder)
   dataset = dataset.prefetch(tf.data.AUTOTUNE)
 
   dataset_options = tf.data.Options()

@@ -10,6 +10,8 @@ from tfx import types
 from tfx.components.transform import executor as transform_executor
 from tfx.components.transform import labels
 from tfx.types import standard_component_specs
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tensorflow_transform.tf_metadata import schema_utils
 
 from components.common import modules
 from components.common import progress
@@ -27,8 +29,34 @@ AUTO_CACHE = 'auto'
 MEMORY_CACHE_MAX_BYTES = 256 * 1024 * 1024
 
 
-def sharded_transform_processor(num_shards: int):
-  """Transform's processor class, writing TFRecords in exactly `num_shards` shards."""
+class PackBlocksFn(beam.DoFn):
+  """Turns a block of serialized transformed examples into one packed record."""
+
+  def __init__(self, schema: schema_pb2.Schema):
+    self._schema = schema
+    self._feature_spec = None
+
+  def setup(self):
+    self._feature_spec = schema_utils.schema_as_feature_spec(self._schema).feature_spec
+
+  def process(self, block: List[bytes]):
+    yield reading.pack_examples(block, self._feature_spec)
+
+
+def packed_output_path(output_path: str) -> str:
+  """`<uri>/Split-<name>/<prefix>` -> `<uri>/packed/Split-<name>/<prefix>`."""
+  split_folder = os.path.dirname(output_path)
+  return os.path.join(os.path.dirname(split_folder), reading.PACKED_FOLDER_NAME,
+                      os.path.basename(split_folder), os.path.basename(output_path))
+
+
+def sharded_transform_processor(num_shards: int, packed_block_size: int):
+  """Transform's processor class, writing TFRecords in exactly `num_shards` shards.
+
+  With `packed_block_size` > 0 the same pipeline also writes the packed copy that
+  `reading.make_dataset` prefers (blocks of that many examples per record), when
+  every transformed feature has a fixed shape.
+  """
   stock = transform_executor.TransformProcessor
 
   class ShardedTransformProcessor(stock):
@@ -39,11 +67,25 @@ def sharded_transform_processor(num_shards: int):
       if file_format != labels.FORMAT_TFRECORD:
         return pcoll | stock._EncodeAndWrite(  # pylint: disable=protected-access
             schema=schema, file_format=file_format, output_path=output_path)
-      return (pcoll
-              | 'EncodeAndSerialize' >> beam.ParDo(stock._RecordBatchToExamplesFn(schema))  # pylint: disable=protected-access
-              | 'ExtractExamples' >> beam.Values()
-              | 'WriteToTFRecord' >> beam.io.WriteToTFRecord(
-                  output_path, file_name_suffix='.gz', num_shards=num_shards))
+      examples = (pcoll
+                  | 'EncodeAndSerialize' >> beam.ParDo(stock._RecordBatchToExamplesFn(schema))  # pylint: disable=protected-access
+                  | 'ExtractExamples' >> beam.Values())
+      written = examples | 'WriteToTFRecord' >> beam.io.WriteToTFRecord(
+          output_path, file_name_suffix='.gz', num_shards=num_shards)
+      feature_spec = schema_utils.schema_as_feature_spec(schema).feature_spec
+      if packed_block_size and reading.can_pack(feature_spec):
+        _ = (examples
+             | 'BlocksOfExamples' >> beam.BatchElements(min_batch_size=packed_block_size,
+                                                        max_batch_size=packed_block_size)
+             | 'PackBlocks' >> beam.ParDo(PackBlocksFn(schema))
+             | 'WritePacked' >> beam.io.WriteToTFRecord(
+                 packed_output_path(output_path), file_name_suffix='.gz',
+                 num_shards=num_shards))
+      elif packed_block_size:
+        progress.get_logger().info(
+            'IngestionTransform: no packed copy, some transformed features are not '
+            'fixed-shape (readers parse the examples instead).')
+      return written
 
   return ShardedTransformProcessor
 
@@ -122,8 +164,9 @@ class Executor(transform_executor.Executor):
       self._beam_pipeline_args = list(self._beam_pipeline_args) + extra_args
       progress.get_logger().info('IngestionTransform: %d shards per split, Beam %s',
                                  num_shards, ' '.join(extra_args) or 'as configured')
+      packed_block_size = int(exec_properties.get(ingest_spec.PACKED_BLOCK_SIZE_KEY, 0))
       with use_transform_processor(sharded_transform_processor(
-          num_shards)), modules.user_module_first(exec_properties):
+          num_shards, packed_block_size)), modules.user_module_first(exec_properties):
         super().Do(input_dict, output_dict, exec_properties)
 
       transformed = output_dict.get(standard_component_specs.TRANSFORMED_EXAMPLES_KEY, [])

@@ -9,6 +9,8 @@ CACHE_PATH_KEY = 'cache_path'
 CYCLE_LENGTH_KEY = 'cycle_length'
 DETERMINISTIC_KEY = 'deterministic'
 SHUFFLE_BUFFER_KEY = 'shuffle_buffer'
+# Examples per record of the packed copy; 0 writes none.
+PACKED_BLOCK_SIZE_KEY = 'packed_block_size'
 # -1: choose by data size, 0: Beam's in-memory DirectRunner, N > 0: N processes.
 DIRECT_NUM_PROCESSES_KEY = 'direct_num_processes'
 
@@ -25,6 +27,7 @@ class IngestionTransformSpec(standard_component_specs.TransformSpec):
       DETERMINISTIC_KEY: component_spec.ExecutionParameter(type=int),
       SHUFFLE_BUFFER_KEY: component_spec.ExecutionParameter(type=int),
       DIRECT_NUM_PROCESSES_KEY: component_spec.ExecutionParameter(type=int),
+      PACKED_BLOCK_SIZE_KEY: component_spec.ExecutionParameter(type=int, optional=True),
   }
   INPUTS = standard_component_specs.TransformSpec.INPUTS
   OUTPUTS = standard_component_specs.TransformSpec.OUTPUTS

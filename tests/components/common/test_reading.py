@@ -2,6 +2,7 @@
 
 import collections
 import json
+import os
 
 import numpy as np
 import pytest
@@ -36,6 +37,83 @@ def as_records(dataset):
     for x, word, label in zip(features['x_xf'], features['word_xf'], labels):
       records[(float(x), int(word), int(label))] += 1
   return records
+
+
+def write_packed_copy(pattern, tf_transform_output, block_size, limit=None):
+  """Packs the shards' examples the way IngestionTransform does, beside them."""
+  records = list(tf.data.TFRecordDataset(reading.list_files(pattern),
+                                         compression_type='GZIP').as_numpy_iterator())[:limit]
+  split_folder = os.path.dirname(pattern)
+  packed_folder = os.path.join(os.path.dirname(split_folder), reading.PACKED_FOLDER_NAME,
+                               os.path.basename(split_folder))
+  os.makedirs(packed_folder, exist_ok=True)
+  spec = tf_transform_output.transformed_feature_spec()
+  with tf.io.TFRecordWriter(os.path.join(packed_folder, 'packed-00000-of-00001.gz'),
+                            tf.io.TFRecordOptions(compression_type='GZIP')) as writer:
+    for start in range(0, len(records), block_size):
+      writer.write(reading.pack_examples(records[start:start + block_size], spec))
+  return packed_folder
+
+
+@pytest.fixture(scope='module')
+def packed(tmp_path_factory):
+  """The fixture's rows in the IngestionTransform layout, with a packed copy (last block partial)."""
+  rows = [{'x': float(index), 'word': f'w{index % 7}', 'label': index % 3}
+          for index in range(500)]
+  output_dir = str(tmp_path_factory.mktemp('packed'))
+  tf_transform_output, pattern = helpers.run_transform(preprocessing_fn, rows, RAW_SPEC,
+                                                       output_dir, num_shards=4)
+  split_folder = os.path.join(output_dir, 'Split-train')
+  os.rename(os.path.dirname(pattern), split_folder)
+  pattern = os.path.join(split_folder, '*')
+  write_packed_copy(pattern, tf_transform_output, block_size=32)
+  return tf_transform_output, pattern
+
+
+@pytest.mark.parametrize('cache', ['none', 'memory'])
+def test_packed_copy_yields_the_same_multiset_as_the_naive_reader(packed, cache):
+  tf_transform_output, pattern = packed
+  assert reading.packed_files(pattern)
+  tuned = reading.make_dataset(pattern, tf_transform_output, batch_size=64,
+                               options=reading.IngestionOptions(cache=cache), num_epochs=1)
+  sizes = [int(labels.shape[0]) for _, labels in tuned]
+  assert sizes == [64] * 7 + [52]  # `rebatch` cuts exact batches out of 32-example blocks.
+  tuned_records = as_records(tuned)
+  assert sum(tuned_records.values()) == 500
+  assert tuned_records == as_records(reading.naive_dataset(pattern, tf_transform_output, 64))
+
+
+def test_reader_prefers_the_packed_copy_unless_told_not_to(tmp_path, transformed):
+  tf_transform_output, pattern = transformed
+  split_folder = tmp_path / 'Split-train'
+  split_folder.mkdir()
+  for path in reading.list_files(pattern):
+    os.symlink(path, split_folder / os.path.basename(path))
+  # A packed copy of only the first 96 examples shows which copy was read.
+  write_packed_copy(str(split_folder / '*'), tf_transform_output, block_size=32, limit=96)
+
+  def count(options):
+    dataset = reading.make_dataset(str(split_folder / '*'), tf_transform_output, 64, options,
+                                   num_epochs=1)
+    return sum(as_records(dataset).values())
+
+  assert count(reading.IngestionOptions()) == 96
+  assert count(reading.IngestionOptions(packed=False)) == 500
+
+
+@pytest.mark.parametrize('cache', ['none', 'memory'])
+def test_packed_copy_drops_remainders_across_passes(packed, cache):
+  tf_transform_output, pattern = packed
+  dataset = reading.make_dataset(pattern, tf_transform_output, 300,
+                                 reading.IngestionOptions(cache=cache), drop_remainder=True)
+  sizes = [int(labels.shape[0]) for _, labels in dataset.take(4)]
+  assert sizes == [300, 300, 300, 300]
+
+
+def test_only_fixed_shape_features_can_be_packed():
+  assert reading.can_pack({'a': tf.io.FixedLenFeature([3], tf.float32)})
+  assert not reading.can_pack({'a': tf.io.FixedLenFeature([], tf.int64),
+                               'b': tf.io.VarLenFeature(tf.int64)})
 
 
 @pytest.mark.parametrize('cache', ['none', 'memory'])

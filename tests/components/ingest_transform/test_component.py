@@ -1,10 +1,13 @@
 """IngestionTransform: drop-in for Transform, sharded output, recorded options, Beam args."""
 
+import collections
 import glob
 import json
 import os
 
+import numpy as np
 import pytest
+import tensorflow_transform as tft
 from tfx import v1 as tfx
 from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
@@ -49,6 +52,8 @@ def test_it_has_every_input_and_output_of_transform():
     ({'cache': 'file'}, 'cache_path must be set'),
     ({'cycle_length': 0}, 'cycle_length'),
     ({'direct_num_processes': 1}, 'direct_num_processes'),
+    ({'packed_block_size': -1}, 'packed_block_size must be an integer >= 0'),
+    ({'packed_block_size': True}, 'packed_block_size must be an integer >= 0'),
 ])
 def test_bad_options_fail_at_construction_naming_the_option(kwargs, message):
   with pytest.raises(ValueError, match=message):
@@ -123,6 +128,35 @@ def test_a_stock_preprocessing_fn_runs_and_writes_the_requested_shards(pipeline_
   assert recorded['cache'] == 'memory' and recorded['cycle_length'] == 8
   assert reading.read_options(artifact.uri) == reading.IngestionOptions(cache='memory')
   assert latest(metadata_path, 'TransformGraph')
+
+
+def test_the_packed_copy_holds_exactly_the_transformed_examples(pipeline_run):
+  _, metadata_path = pipeline_run
+  [artifact] = latest(metadata_path, 'Examples', 'IngestionTransform')
+  [graph] = latest(metadata_path, 'TransformGraph')
+  tf_transform_output = tft.TFTransformOutput(graph.uri)
+  for split in ('train', 'eval'):
+    pattern = os.path.join(artifact.uri, f'Split-{split}', '*')
+    packed = reading.packed_files(pattern)
+    assert [os.path.basename(path)[-18:] for path in packed] == [
+        f'-0000{index}-of-00003.gz' for index in range(3)]
+    assert os.path.dirname(packed[0]) == os.path.join(artifact.uri, 'packed', f'Split-{split}')
+    label_key = 'tips_xf'  # TFX's taxi module names its label this way.
+    options = reading.IngestionOptions(shuffle_buffer=0)
+    tuned = reading.make_dataset(pattern, tf_transform_output, 50, options,
+                                 label_key=label_key, num_epochs=1)
+    naive = reading.naive_dataset(pattern, tf_transform_output, 50, label_key=label_key)
+    assert rows(tuned) == rows(naive) and sum(rows(naive).values()) > 100
+
+
+def rows(dataset):
+  """The multiset of examples a reader yields, each as a tuple of its values."""
+  counted = collections.Counter()
+  for features, labels in dataset.as_numpy_iterator():
+    keys = sorted(features)
+    for index, label in enumerate(labels):
+      counted[tuple(str(np.asarray(features[key][index]).tolist()) for key in keys) + (int(label),)] += 1
+  return counted
 
 
 def test_beam_arguments_reach_the_beam_pipeline(pipeline_run, tmp_path):
