@@ -136,8 +136,10 @@ def input_wait_fraction(pattern: str, tf_transform_output, options: reading.Inge
       train_steps(iterator, tf.constant(count))
     return stopwatch.seconds
 
-  # Warm-up traces the step on the in-memory batch only: the reader's first pass
-  # (filling its cache, if any) counts, as it does in real training.
+  # Warm-up traces the step for each iterator (their batch shapes differ), with
+  # a single reader step: the reader's first pass, filling its cache if any,
+  # counts, as it does in real training.
+  seconds(reader, 1)
   seconds(in_memory, 50)
   reader_seconds = in_memory_seconds = 0.0
   per_round = max(1, steps // rounds)
