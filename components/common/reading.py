@@ -257,15 +257,17 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
   packed = packed_files(file_pattern) if options.packed else None
   if packed:
     files = packed
-    parse_packed = unpack_parser(feature_spec)
-    parse = lambda serialized: split_label(parse_packed(serialized))
+    parse_records = unpack_parser(feature_spec)
     # A batch's worth of blocks per parse; `rebatch` below cuts exact batches.
     records_per_parse = max(1, batch_size // DEFAULT_PACKED_BLOCK_SIZE)
     examples_per_record = DEFAULT_PACKED_BLOCK_SIZE
   else:
-    parse = lambda serialized: split_label(tf.io.parse_example(serialized, feature_spec))
+    parse_records = functools.partial(tf.io.parse_example, features=feature_spec)
     records_per_parse = batch_size
     examples_per_record = 1
+
+  def parse(serialized: tf.Tensor):
+    return split_label(parse_records(serialized))
 
   dataset = tf.data.Dataset.from_tensor_slices(files)
   if options.shuffle_files:
