@@ -67,6 +67,7 @@ class Distiller(base_component.BaseComponent):
                temperatures: Sequence[float] = (1.0, 2.0, 4.0, 8.0),
                alphas: Sequence[float] = (0.1, 0.5, 0.9),
                validation_percent: int = 10,
+               mixup: float = 0.0,
                train_args: Optional[tfx.proto.TrainArgs] = None,
                eval_args: Optional[tfx.proto.EvalArgs] = None,
                custom_config: Optional[Dict[str, Any]] = None,
@@ -98,6 +99,10 @@ class Distiller(base_component.BaseComponent):
       temperatures: Temperatures tried when tuning.
       alphas: Alphas tried when tuning.
       validation_percent: Percent of training examples held out for tuning (1-50).
+      mixup: Beta concentration for mixup on the soft term's inputs: teacher and
+        student both see mixes of pairs of training examples, so the student
+        learns the teacher's answers between them. 0 (the default) turns it off;
+        1 mixes uniformly.
       train_args: Steps of every training (student, baseline and each trial).
       eval_args: Steps of every evaluation.
       custom_config: `batch_size` (per replica), `epochs`, `learning_rate`, ...
@@ -131,7 +136,7 @@ class Distiller(base_component.BaseComponent):
         teacher_weights=tuple(teacher_weights) if teacher_weights is not None else None,
         multi_teacher_mode=multi_teacher_mode, train_baseline=bool(train_baseline),
         tune=bool(tune), temperatures=tuple(temperatures), alphas=tuple(alphas),
-        validation_percent=validation_percent)
+        validation_percent=validation_percent, mixup=mixup)
     training.validate(settings, len(teachers))
     spec = distiller_spec.DistillerSpec(
         examples=examples,

@@ -5,7 +5,7 @@ whose softmax is [1 - sigmoid(z), sigmoid(z)]. Binary and multi-class then share
 every formula below.
 """
 
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
@@ -48,7 +48,8 @@ def soft_targets(teacher_logits: Sequence[tf.Tensor], temperature: float,
 
 def distillation_loss(labels: tf.Tensor, student_logits: tf.Tensor,
                       teacher_targets: tf.Tensor, temperature: float,
-                      alpha: float) -> tf.Tensor:
+                      alpha: float,
+                      student_soft_logits: Optional[tf.Tensor] = None) -> tf.Tensor:
   """Per-example `alpha * CE(labels, student) + (1 - alpha) * T^2 * KL(teacher || student_T)`.
 
   The cross-entropy reads the student at T = 1; the KL term compares the
@@ -62,6 +63,8 @@ def distillation_loss(labels: tf.Tensor, student_logits: tf.Tensor,
     teacher_targets: [batch, classes] soft targets from `soft_targets`.
     temperature: T > 0.
     alpha: Weight of the hard-label term, in [0, 1].
+    student_soft_logits: The student's logits on the inputs the teacher saw,
+      when those are not the labelled inputs (mixup); `student_logits` if None.
 
   Returns:
     [batch] losses.
@@ -72,6 +75,8 @@ def distillation_loss(labels: tf.Tensor, student_logits: tf.Tensor,
       labels=labels, logits=student_class_logits)
   if alpha == 1.0:
     return hard_loss
+  if student_soft_logits is not None:
+    student_class_logits = class_logits(student_soft_logits)
   student_log_probabilities = tf.nn.log_softmax(student_class_logits / temperature, axis=-1)
   teacher_targets = tf.stop_gradient(teacher_targets)
   soft_loss = tf.reduce_sum(
@@ -90,3 +95,42 @@ def logits_from_probabilities(probabilities: tf.Tensor) -> tf.Tensor:
   if probabilities.shape[-1] == 1:
     return tf.math.log(clipped) - tf.math.log1p(-clipped)
   return tf.math.log(clipped)
+
+
+def mix_features(features: Dict[str, tf.Tensor], concentration: float,
+                 seed: Optional[int] = None) -> Dict[str, tf.Tensor]:
+  """Mixes each example with a random partner from the same batch (mixup).
+
+  Every example draws a weight w ~ Beta(concentration, concentration). Float
+  features become `w * own + (1 - w) * partner's`; other features (vocabulary
+  indices, strings) can't be averaged, so each takes the partner's value with
+  probability 1 - w. Teacher and student are then shown the same mixed batch,
+  which gives the student the teacher's answers on inputs between the training
+  examples (function matching, Beyer et al., 2022).
+
+  Args:
+    features: Batched features, all with the same leading batch dimension.
+    concentration: Beta concentration > 0; small values keep most examples near
+      one of the pair.
+    seed: Optional op seed, for tests.
+
+  Returns:
+    A new dict with the same keys, shapes and dtypes.
+  """
+  first = next(iter(features.values()))
+  batch = tf.shape(first)[0]
+  own = tf.random.gamma([batch], concentration, seed=seed)
+  other = tf.random.gamma([batch], concentration, seed=None if seed is None else seed + 1)
+  weight = own / tf.maximum(own + other, 1e-12)
+  partner = tf.random.shuffle(tf.range(batch), seed=seed)
+  keep_own = tf.random.uniform([batch], seed=seed) < weight
+  mixed = {}
+  for name, value in features.items():
+    partner_value = tf.gather(value, partner)
+    trailing = [1] * (len(value.shape) - 1)
+    if value.dtype.is_floating:
+      mix = tf.reshape(tf.cast(weight, value.dtype), [-1] + trailing)
+      mixed[name] = mix * value + (1 - mix) * partner_value
+    else:
+      mixed[name] = tf.where(tf.reshape(keep_own, [-1] + trailing), value, partner_value)
+  return mixed

@@ -7,6 +7,7 @@ MultiWorkerMirroredStrategy), reading through the shared reading library.
 import dataclasses
 import itertools
 import json
+import math
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -43,6 +44,8 @@ class DistillationSettings:
     alphas: Tuning grid of alphas.
     validation_percent: Share of training examples (by record hash) held out
       for tuning.
+    mixup: Beta concentration of the mixup applied to the soft term's inputs
+      (teacher and student see the same mixed batch); 0 turns it off.
   """
   temperature: float = 2.0
   alpha: float = 0.5
@@ -54,6 +57,7 @@ class DistillationSettings:
   temperatures: Tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
   alphas: Tuple[float, ...] = (0.1, 0.5, 0.9)
   validation_percent: int = 10
+  mixup: float = 0.0
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -108,6 +112,9 @@ def validate(settings: DistillationSettings, num_teachers: int) -> None:
         not _is_number(value) or not 0.0 <= value <= 1.0 for value in settings.alphas):
       raise ValueError(f'alphas (the tuning grid) must be numbers in [0, 1]; got '
                        f'{settings.alphas!r}.')
+  if not _is_number(settings.mixup) or not 0 <= settings.mixup < math.inf:
+    raise ValueError(f'mixup must be a finite number >= 0 (0 turns it off); got '
+                     f'{settings.mixup!r}.')
   if (not isinstance(settings.validation_percent, int) or isinstance(
       settings.validation_percent, bool) or not 1 <= settings.validation_percent <= 50):
     raise ValueError(f'validation_percent must be an integer in [1, 50]; got '
@@ -123,7 +130,7 @@ class DistillationModel(tf_keras.Model):
 
   def __init__(self, student: tf_keras.Model, teachers: Sequence[teachers_lib.Teacher],
                temperature: float, alpha: float,
-               teacher_weights: Optional[Sequence[float]] = None):
+               teacher_weights: Optional[Sequence[float]] = None, mixup: float = 0.0):
     super().__init__(name='distillation')
     self.student = student
     self.teacher_models = [teacher.model for teacher in teachers]
@@ -131,6 +138,7 @@ class DistillationModel(tf_keras.Model):
     self.temperature = float(temperature)
     self.alpha = float(alpha)
     self.teacher_weights = teacher_weights
+    self.mixup = float(mixup)
     self.loss_tracker = tf_keras.metrics.Mean(name='loss')
 
   def call(self, features, training=False):
@@ -139,12 +147,17 @@ class DistillationModel(tf_keras.Model):
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
     del sample_weight
-    targets = None
+    targets = soft_logits = None
     if self.alpha < 1.0:  # alpha = 1 is training from scratch: the teacher is not needed.
-      targets = loss_lib.soft_targets([teacher.logits(x) for teacher in self._teachers],
-                                      self.temperature, self.teacher_weights)
+      teacher_inputs = x
+      if self.mixup > 0:
+        teacher_inputs = loss_lib.mix_features(x, self.mixup)
+        soft_logits = self(teacher_inputs, training=True)
+      targets = loss_lib.soft_targets(
+          [teacher.logits(teacher_inputs) for teacher in self._teachers], self.temperature,
+          self.teacher_weights)
     loss = tf.reduce_mean(loss_lib.distillation_loss(y, y_pred, targets, self.temperature,
-                                                     self.alpha))
+                                                     self.alpha, soft_logits))
     if self.student.losses:
       loss += tf.add_n(self.student.losses)
     self.loss_tracker.update_state(loss)
@@ -239,7 +252,7 @@ class Distillation:
           student._name = f'{student.name}_{position}'  # pylint: disable=protected-access
         distillation = DistillationModel(student, group, temperature, alpha,
                                          self.settings.teacher_weights if len(groups) == 1
-                                         else None)
+                                         else None, self.settings.mixup)
         _, metrics = modeling.loss_and_metrics(self.run.units)
         distillation.compile(optimizer=self.run.optimizer(), metrics=metrics,
                              steps_per_execution=self.run.steps_per_execution)

@@ -48,6 +48,14 @@ def test_distiller_temperature_and_alpha(temperature, alpha):
 
 
 @settings(max_examples=200, deadline=None)
+@given(mixup=st.one_of(NUMBERS, ANYTHING, st.just(float('inf'))))
+def test_distiller_mixup(mixup):
+  valid = is_number(mixup) and 0 <= mixup < math.inf
+  settings_ = distiller_training.DistillationSettings(mixup=mixup)
+  assert accepted(distiller_training.validate, settings_, 1) == valid
+
+
+@settings(max_examples=200, deadline=None)
 @given(weights=st.lists(st.one_of(NUMBERS, ANYTHING), max_size=4),
        teachers=st.integers(1, 4))
 def test_distiller_teacher_weights(weights, teachers):

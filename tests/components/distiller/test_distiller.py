@@ -157,6 +157,9 @@ def test_outputs_are_model_model_run_and_metrics():
     ({'num_workers': 0}, 'num_workers must be an integer >= 1'),
     ({'tune': True, 'alphas': (0.5, 2.0)}, 'alphas'),
     ({'validation_percent': 80}, 'validation_percent'),
+    ({'mixup': -0.5}, 'mixup must be a finite number >= 0'),
+    ({'mixup': True}, 'mixup must be a finite number >= 0'),
+    ({'mixup': float('inf')}, 'mixup must be a finite number >= 0'),
 ])
 def test_bad_arguments_fail_at_construction_naming_the_parameter(overrides, message):
   with pytest.raises(ValueError, match=message):

@@ -118,3 +118,57 @@ def test_no_gradient_reaches_the_teacher_and_its_weights_never_change():
     np.testing.assert_array_equal(before, after.numpy())
   assert any(not np.array_equal(before, after.numpy())
              for before, after in zip(student_before, student.weights))
+
+
+def test_the_soft_term_reads_the_student_on_the_teachers_inputs_when_given():
+  mixed_student = np.array([[0.0, 1.0, -1.0], [1.0, 1.0, 1.0]], np.float32)
+  targets = loss_lib.soft_targets([TEACHER], 2.0)
+  got = loss_lib.distillation_loss(LABELS, STUDENT, targets, 2.0, 0.25, mixed_student)
+  hard = loss_lib.distillation_loss(LABELS, STUDENT, targets, 2.0, 1.0)
+  soft = 4.0 * kl(softmax(TEACHER, 2.0), softmax(mixed_student, 2.0))
+  np.testing.assert_allclose(got, 0.25 * hard + 0.75 * soft, rtol=1e-5)
+
+
+def test_mixup_mixes_floats_convexly_and_takes_whole_categories_from_the_pair():
+  batch = 64
+  pixels = tf.constant(np.arange(batch * 3, dtype=np.float32).reshape(batch, 3))
+  codes = tf.constant(np.arange(batch, dtype=np.int64).reshape(batch, 1) * 10)
+  tf.random.set_seed(3)
+  mixed = loss_lib.mix_features({'pixels': pixels, 'code': codes}, concentration=1.0)
+  assert mixed['pixels'].shape == pixels.shape and mixed['pixels'].dtype == tf.float32
+  assert mixed['code'].dtype == tf.int64
+  # Every mixed row lies on the segment between its own row and one other row.
+  original = pixels.numpy()
+  for row in mixed['pixels'].numpy():
+    fits = []
+    for own in original:
+      for other in original:
+        direction = own - other
+        weight = np.dot(row - other, direction) / max(np.dot(direction, direction), 1e-12)
+        fits.append(np.abs(weight * direction + other - row).max() < 1e-3
+                    and -1e-6 <= weight <= 1 + 1e-6)
+    assert any(fits)
+  # Integer codes are never averaged: every one is some example's own code.
+  assert set(mixed['code'].numpy().ravel()) <= set(codes.numpy().ravel())
+  # The batch really changes: mixup is not the identity.
+  assert not np.allclose(mixed['pixels'].numpy(), original)
+
+
+def test_mixup_trains_through_the_distillation_model_without_touching_the_teacher():
+  teacher_model = small_model('teacher')
+  teacher_model.trainable = False
+  teacher = teachers_lib.Teacher(teacher_model, 'logits', 'in-memory')
+  student = small_model('student')
+  distillation = training.DistillationModel(student, [teacher], temperature=2.0, alpha=0.5,
+                                            mixup=1.0)
+  distillation.compile(optimizer=tf_keras.optimizers.SGD(0.5))
+  features = {'x': tf.random.stateless_normal([16, 4], seed=[1, 2])}
+  labels = tf.constant(np.arange(16) % 3)
+  teacher_before = [weight.numpy().copy() for weight in teacher_model.weights]
+  student_before = [weight.numpy().copy() for weight in student.weights]
+  history = distillation.fit(features, labels, epochs=2, batch_size=8, verbose=0)
+  assert np.isfinite(history.history['loss']).all()
+  for before, after in zip(teacher_before, teacher_model.weights):
+    np.testing.assert_array_equal(before, after.numpy())
+  assert any(not np.array_equal(before, after.numpy())
+             for before, after in zip(student_before, student.weights))
