@@ -164,7 +164,7 @@ def main() -> None:
   parser = common.argument_parser(__doc__, 'distillery-distillation-benchmark')
   parser.add_argument('--seeds', default='0,1,2')
   parser.add_argument('--datasets', default='taxi,digits')
-  parser.add_argument('--no-tune', action='store_true', help='the defaults, T=2 and alpha=0.5, instead of the tuning grid')
+  parser.add_argument('--no-tune', action='store_true', help='the defaults (T=2, alpha=0.5, mixup=1) instead of the tuning grid')
   args = parser.parse_args()
   seeds = [int(seed) for seed in args.seeds.split(',')]
   # A fifth of the training split for tuning: digits' tenth would be ~115 examples,

@@ -67,7 +67,7 @@ class Distiller(base_component.BaseComponent):
                temperatures: Sequence[float] = (1.0, 2.0, 4.0, 8.0),
                alphas: Sequence[float] = (0.1, 0.5, 0.9),
                validation_percent: int = 10,
-               mixup: float = 0.0,
+               mixup: float = 1.0,
                train_args: Optional[tfx.proto.TrainArgs] = None,
                eval_args: Optional[tfx.proto.EvalArgs] = None,
                custom_config: Optional[Dict[str, Any]] = None,
@@ -101,8 +101,8 @@ class Distiller(base_component.BaseComponent):
       validation_percent: Percent of training examples held out for tuning (1-50).
       mixup: Beta concentration for mixup on the soft term's inputs: teacher and
         student both see mixes of pairs of training examples, so the student
-        learns the teacher's answers between them. 0 (the default) turns it off;
-        1 mixes uniformly.
+        learns the teacher's answers between them. 1 (the default) draws the
+        mixing weight uniformly; 0 turns mixup off.
       train_args: Steps of every training (student, baseline and each trial).
       eval_args: Steps of every evaluation.
       custom_config: `batch_size` (per replica), `epochs`, `learning_rate`, ...

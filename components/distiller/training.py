@@ -57,7 +57,7 @@ class DistillationSettings:
   temperatures: Tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
   alphas: Tuple[float, ...] = (0.1, 0.5, 0.9)
   validation_percent: int = 10
-  mixup: float = 0.0
+  mixup: float = 1.0
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)
