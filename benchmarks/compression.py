@@ -78,8 +78,7 @@ def run_model(name: str, work_dir: str) -> dict:
   else:
     student = distillation_benchmark.distill(
         inputs, teacher_uri, dataset, budget, os.path.join(output_dir, 'student'), seed=0,
-        settings=training.DistillationSettings(temperature=2.0, alpha=0.5,
-                                               train_baseline=False))
+        settings=training.DistillationSettings(train_baseline=False))  # The defaults.
     model.uri, model_name = os.path.dirname(student['model_dir']), 'distilled taxi student'
   modes = {mode: quantize(inputs, model, mode, dataset.label_column,
                           os.path.join(output_dir, 'quantized')) for mode in QUANTIZATION_MODES}

@@ -66,8 +66,6 @@ def set_label_domain(label: tf.Tensor, num_classes: int) -> tf.Tensor:
   return label
 
 
-
-
 def feature_inputs(tf_transform_output: tft.TFTransformOutput) -> Dict[str, tf_keras.Input]:
   """One Keras input per transformed feature (the label excluded)."""
   inputs = {}
@@ -96,8 +94,6 @@ def encode_features(inputs: Dict[str, tf_keras.Input],
   if len(columns) == 1:
     return columns[0]
   return tf_keras.layers.Concatenate()(columns)
-
-
 
 
 def build_mlp(tf_transform_output: tft.TFTransformOutput,

@@ -22,7 +22,6 @@ from components.gate import spec as gate_spec
 from components.quantizer import predict
 
 
-
 def copy_tree(source: str, destination: str) -> None:
   """Copies a folder through a temporary name, then renames it into place."""
   temporary = destination + '.tmp'
