@@ -30,10 +30,12 @@ def num_classes(tf_transform_output: tft.TFTransformOutput) -> int:
   """Number of label classes, read from the transformed schema's label domain."""
   return tf_transform_output.num_buckets_for_transformed_feature(LABEL_KEY)
 
+
 def output_units(tf_transform_output: tft.TFTransformOutput) -> int:
   """One logit for a binary label, one per class otherwise."""
   classes = num_classes(tf_transform_output)
   return 1 if classes == 2 else classes
+
 
 def loss_and_metrics(units: int):
   """Cross-entropy on logits and an accuracy that reads logits."""
@@ -42,6 +44,7 @@ def loss_and_metrics(units: int):
             [tf_keras.metrics.BinaryAccuracy(name='accuracy', threshold=0.0)])
   return (tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
           [tf_keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
+
 
 def prepare_labels(units: int):
   """Maps (features, label) batches to what the loss expects."""
@@ -54,6 +57,7 @@ def prepare_labels(units: int):
 
   return prepare
 
+
 def outputs_from_logits(logits: tf.Tensor) -> Dict[str, tf.Tensor]:
   """Serving outputs: logits, probabilities and the predicted class."""
   if logits.shape[-1] == 1:
@@ -63,6 +67,7 @@ def outputs_from_logits(logits: tf.Tensor) -> Dict[str, tf.Tensor]:
     probabilities = tf.nn.softmax(logits)
     classes = tf.argmax(logits, axis=-1)
   return {'logits': logits, 'probabilities': probabilities, 'classes': classes}
+
 
 def serving_signatures(model: tf_keras.Model, tf_transform_output: tft.TFTransformOutput,
                        label_column: str) -> Dict[str, Callable]:
@@ -96,6 +101,7 @@ def serving_signatures(model: tf_keras.Model, tf_transform_output: tft.TFTransfo
 
   return {SERVING_SIGNATURE: serve_examples, TRANSFORM_SIGNATURE: transform_examples}
 
+
 def export_serving_model(model: tf_keras.Model, tf_transform_output: tft.TFTransformOutput,
                          label_column: str, serving_model_dir: str) -> None:
   """Saves a SavedModel with the serving signatures, written whole or not at all."""
@@ -108,11 +114,13 @@ def export_serving_model(model: tf_keras.Model, tf_transform_output: tft.TFTrans
     tf.io.gfile.rmtree(serving_model_dir)
   tf.io.gfile.rename(temporary_dir, serving_model_dir)
 
+
 def write_metrics(directory: str, metrics: dict) -> None:
   """Writes `metrics.json` (eval accuracy, parameters, ...) into a run directory."""
   tf.io.gfile.makedirs(directory)
   with tf.io.gfile.GFile(os.path.join(directory, METRICS_FILE_NAME), 'w') as handle:
     handle.write(json.dumps(metrics, indent=2, sort_keys=True))
+
 
 def config_value(fn_args, key: str, default):
   """A setting from hyperparameters, else custom_config, else the default."""
