@@ -7,6 +7,7 @@ seeds, with the majority-class baseline beside every accuracy.
 
 Usage:
   python -m benchmarks.distillation --json [--seeds 0,1,2] [--datasets taxi,digits]
+      [--no-tune [--temperature 2 --alpha 0.5 --mixup 1]] [--student-steps N]
 """
 
 import json
@@ -189,18 +190,34 @@ def main() -> None:
   parser = common.argument_parser(__doc__, 'distillery-distillation-benchmark')
   parser.add_argument('--seeds', default='0,1,2')
   parser.add_argument('--datasets', default='taxi,digits')
-  parser.add_argument('--no-tune', action='store_true', help='the defaults (T=2, alpha=0.5, mixup=1) instead of the tuning grid')
+  parser.add_argument('--no-tune', action='store_true',
+                      help='fixed settings (the defaults, T=2, alpha=0.5, mixup=1, unless the '
+                      'flags below say otherwise) instead of the tuning grid')
+  defaults = training.DistillationSettings()
+  parser.add_argument('--temperature', type=float, default=defaults.temperature)
+  parser.add_argument('--alpha', type=float, default=defaults.alpha)
+  parser.add_argument('--mixup', type=float, default=defaults.mixup)
+  parser.add_argument('--student-steps', type=int, default=None,
+                      help="overrides the dataset's student step budget")
   args = parser.parse_args()
   seeds = [int(seed) for seed in args.seeds.split(',')]
   # A fifth of the training split for tuning: digits' tenth would be ~115 examples,
   # where one example moves accuracy by almost a point.
-  settings = training.DistillationSettings(tune=not args.no_tune, validation_percent=20)
+  settings = training.DistillationSettings(
+      temperature=args.temperature, alpha=args.alpha, mixup=args.mixup,
+      tune=not args.no_tune, validation_percent=20)
+  training.validate(settings, num_teachers=1)
+  if args.student_steps is not None:
+    for budget in BUDGETS.values():
+      budget['student_steps'] = args.student_steps
 
   def run():
     result = {name: run_dataset(name, args.work_dir, seeds, settings)
               for name in args.datasets.split(',')}
     result['seeds'] = seeds
     result['tuned'] = settings.tune
+    result['settings'] = json.loads(settings.to_json())
+    result['student_steps'] = {name: BUDGETS[name]['student_steps'] for name in BUDGETS}
     return result
 
   common.print_result(run, args.json)
