@@ -2,7 +2,8 @@
 
 For taxi and digits, the data goes through the real ExampleGen -> IngestionTransform
 path, the teacher is trained once by the DistributedTrainer executor, and the
-Distiller executor (tune=True) is run for each seed. It reports means over the
+Distiller executor (tune=True, or fixed settings with --no-tune) is run for each
+seed. It reports means over the
 seeds, with the majority-class baseline beside every accuracy.
 
 Usage:
