@@ -26,6 +26,7 @@ from tfx.types import standard_component_specs
 from benchmarks import common
 from components.common import artifacts
 from components.common import evaluation
+from components.common import measuring
 from components.common import reading
 from components.distiller import executor as distiller_executor
 from components.distiller import spec as distiller_spec
@@ -148,10 +149,14 @@ def run_dataset(name: str, work_dir: str, seeds, settings) -> dict:
   runs = [distill(inputs, teacher_uri, dataset, budget,
                   os.path.join(work_dir, name, f'student-{seed}-{time.time_ns()}'), seed,
                   settings) for seed in seeds]
-  raw_eval = evaluation.read_serialized_examples(os.path.join(raw_uri, 'Split-eval', '*'))
-  teacher_figures = evaluation.evaluate_saved_model(
-      evaluation.serving_model_path(teacher_uri), raw_eval)
-  student_figures = evaluation.evaluate_saved_model(runs[0]['model_dir'], raw_eval)
+  evaluation_set = measuring.from_raw_examples(
+      raw_uri, 'eval', tft.TFTransformOutput(graph_uri), reading.DEFAULT_LABEL_KEY,
+      dataset.label_column)
+  teacher_figures = measuring.measure(evaluation.serving_model_path(teacher_uri),
+                                      evaluation_set, latency_runs=10)
+  student_figures = measuring.measure(runs[0]['model_dir'], evaluation_set, latency_runs=10)
+  raw_eval = evaluation.read_serialized_examples(os.path.join(raw_uri, 'Split-eval', '*'),
+                                                 limit=1)
   teacher_latency_ms, student_latency_ms = paired_latency_ms(
       [evaluation.serving_model_path(teacher_uri), runs[0]['model_dir']], raw_eval[0])
 
@@ -181,9 +186,9 @@ def run_dataset(name: str, work_dir: str, seeds, settings) -> dict:
       'teacher_latency_ms': teacher_latency_ms,
       'student_latency_ms': student_latency_ms,
       'student_latency_ratio': student_latency_ms / teacher_latency_ms,
-      'raw_eval_teacher_acc': teacher_figures.accuracy,
-      'raw_eval_student_acc': student_figures.accuracy,
-      'eval_examples': teacher_figures.examples,
+      'raw_eval_teacher_acc': teacher_figures['accuracy'],
+      'raw_eval_student_acc': student_figures['accuracy'],
+      'eval_examples': teacher_figures['examples'],
   }
 
 

@@ -14,11 +14,12 @@ import json
 import os
 import tempfile
 
+import tensorflow_transform as tft
 from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 
 from benchmarks import common
-from components.common import evaluation
+from components.common import measuring
 from components.distributed_trainer import executor as trainer_executor
 from pipelines import datasets
 
@@ -68,7 +69,9 @@ def steady_examples_per_second(metrics: dict) -> float:
 def run(batch_sizes, work_dir: str) -> dict:
   transformed_uri, graph_uri, raw_uri = common.transform_dataset(
       'taxi', os.path.join(work_dir, 'taxi'))
-  eval_examples = evaluation.read_serialized_examples(os.path.join(raw_uri, 'Split-eval', '*'))
+  evaluation_set = measuring.from_raw_examples(
+      raw_uri, 'eval', tft.TFTransformOutput(graph_uri), 'label',
+      datasets.resolve('taxi', work_dir).label_column)
   curve = []
   for batch_size in batch_sizes:
     row = {'per_replica_batch': batch_size}
@@ -76,17 +79,16 @@ def run(batch_sizes, work_dir: str) -> dict:
       metrics = train(transformed_uri, graph_uri,
                       tempfile.mkdtemp(dir=work_dir, prefix=f'w{num_workers}-b{batch_size}-'),
                       num_workers, batch_size)
-      figures = evaluation.evaluate_saved_model(metrics['model_dir'], eval_examples,
-                                                latency_runs=10)
+      figures = measuring.measure(metrics['model_dir'], evaluation_set, latency_runs=10)
       row[f'workers_{num_workers}_eps'] = round(steady_examples_per_second(metrics))
-      row[f'workers_{num_workers}_accuracy'] = round(figures.accuracy, 4)
+      row[f'workers_{num_workers}_accuracy'] = round(figures['accuracy'], 4)
     row['two_over_one'] = round(row['workers_2_eps'] / row['workers_1_eps'], 3)
     curve.append(row)
   # Headline at the largest per-replica batch, where distribution should pay for itself.
   best = curve[-1]
   return {
       'model': 'taxi_teacher',
-      'majority_accuracy': round(figures.majority_accuracy, 4),
+      'majority_accuracy': round(figures['majority_accuracy'], 4),
       'one_worker_eps': best['workers_1_eps'],
       'two_worker_eps': best['workers_2_eps'],
       'two_over_one': best['two_over_one'],

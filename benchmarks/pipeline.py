@@ -35,9 +35,9 @@ def main() -> None:
         'cached_component_s': cached.component_seconds,
         'chosen': decision.get('chosen'),
         'pushed': first.summary.pushed_destination is not None,
-        'models': {row.name: {'accuracy': row.figures.accuracy,
-                              'size_bytes': row.figures.size_bytes,
-                              'latency_ms': row.figures.latency_ms}
+        'models': {row.name: {'accuracy': row.figures['accuracy'],
+                              'size_bytes': row.figures['size_bytes'],
+                              'latency_ms': row.figures['latency_ms']}
                    for row in first.summary.models},
         'majority_accuracy': decision.get('majority_accuracy'),
     }

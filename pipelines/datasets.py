@@ -30,6 +30,7 @@ class Dataset:
     teacher_module_file: Module file exposing `run_fn` for the teacher.
     student_module_file: Module file exposing `build_student` for the Distiller.
     schema_file: Curated schema the data must match; None infers one from the data.
+    label_key: The transformed label its transform module emits.
   """
   name: str
   data_root: str
@@ -38,6 +39,7 @@ class Dataset:
   teacher_module_file: str
   student_module_file: str
   schema_file: Optional[str] = None
+  label_key: str = TRANSFORMED_LABEL_KEY
 
 
 def module_file(module_name: str) -> str:

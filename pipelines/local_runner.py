@@ -2,7 +2,14 @@
 
 Usage:
   python -m pipelines.local_runner --dataset taxi|digits|csv [--data DIR --label COLUMN]
-      [--pipeline-root DIR] [--serving-dir DIR] [--train-steps N] [--num-workers N]
+      [--pipeline-root DIR] [--serving-dir DIR] [--train-steps N]
+      [--student-train-steps N] [--num-workers N]
+
+Exit status:
+  0  a model passed the gate and was pushed;
+  1  the pipeline failed (a component raised; the lines above name it);
+  2  bad input (arguments, data, label), refused before or during the run;
+  3  the run completed but no candidate passed the gate, so nothing was pushed.
 """
 
 import argparse
@@ -23,6 +30,10 @@ from pipelines import datasets
 
 PIPELINE_NAME_PREFIX = 'distillery'
 DEFAULT_TRAIN_STEPS = {'taxi': 1500, 'digits': 1000, 'csv': 1000}
+EXIT_PUSHED = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_NOTHING_PASSED = 3
 
 
 class ComponentProgressHandler(logging.Handler):
@@ -94,11 +105,15 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
   parser.add_argument('--serving-dir', help='where the pushed model goes '
                       '(default serving/DATASET)')
   parser.add_argument('--train-steps', type=int, help='teacher training steps')
+  parser.add_argument('--student-train-steps', type=int,
+                      help='student training steps (default: the teacher\'s)')
   parser.add_argument('--num-workers', type=int, default=1, help='training workers')
   parser.add_argument('--no-cache', action='store_true', help='re-execute every component')
   args = parser.parse_args(argv)
   if args.train_steps is not None and args.train_steps < 1:
     parser.error(f'--train-steps must be >= 1; got {args.train_steps}')
+  if args.student_train_steps is not None and args.student_train_steps < 1:
+    parser.error(f'--student-train-steps must be >= 1; got {args.student_train_steps}')
   if args.num_workers < 1:
     parser.error(f'--num-workers must be >= 1; got {args.num_workers}')
   if args.dataset != 'csv' and (args.data or args.label or args.schema):
@@ -152,14 +167,24 @@ class RunResult:
   report_path: Optional[str]
 
 
+def run_folder_name(args: argparse.Namespace) -> str:
+  """`taxi`, `digits`, or for csv `csv-<data folder name>`: runs of other data don't share."""
+  if args.dataset != 'csv':
+    return args.dataset
+  name = os.path.basename(os.path.normpath(os.path.abspath(args.data)))
+  return 'csv-' + (''.join(character if character.isalnum() or character in '-_' else '-'
+                           for character in name) or 'data')
+
+
 def execute(args: argparse.Namespace) -> RunResult:
   """Builds and runs the pipeline; writes the report into the pipeline root."""
   if args.dataset == 'csv':
     # Checked before anything is created, so a typo costs nothing.
     datasets.resolve('csv', '', args.data, args.label, args.schema)
-  pipeline_name = f'{PIPELINE_NAME_PREFIX}-{args.dataset}'
-  pipeline_root = os.path.abspath(args.pipeline_root or os.path.join('runs', args.dataset))
-  serving_dir = os.path.abspath(args.serving_dir or os.path.join('serving', args.dataset))
+  run_name = run_folder_name(args)
+  pipeline_name = f'{PIPELINE_NAME_PREFIX}-{run_name}'
+  pipeline_root = os.path.abspath(args.pipeline_root or os.path.join('runs', run_name))
+  serving_dir = os.path.abspath(args.serving_dir or os.path.join('serving', run_name))
   metadata_path = os.path.join(pipeline_root, 'metadata.sqlite')
   log_path = os.path.join(pipeline_root, 'pipeline.log')
   os.makedirs(pipeline_root, exist_ok=True)
@@ -185,8 +210,10 @@ def execute(args: argparse.Namespace) -> RunResult:
         teacher_module_file=dataset.teacher_module_file,
         student_module_file=dataset.student_module_file,
         label_column=dataset.label_column,
+        label_key=dataset.label_key,
         serving_model_dir=serving_dir,
         train_steps=args.train_steps or DEFAULT_TRAIN_STEPS[args.dataset],
+        student_train_steps=args.student_train_steps or DEFAULT_TRAIN_STEPS[args.dataset],
         metadata_connection_config=tfx.orchestration.metadata
         .sqlite_metadata_connection_config(metadata_path),
         beam_pipeline_args=['--direct_running_mode=in_memory', '--direct_num_workers=1'],
@@ -206,13 +233,13 @@ def execute(args: argparse.Namespace) -> RunResult:
 
 
 def run(args: argparse.Namespace) -> int:
-  """Runs the pipeline, then prints the summary table and the report's path."""
+  """Runs the pipeline, prints the summary table and the report's path; returns the exit status."""
   from pipelines import summary  # pylint: disable=g-import-not-at-top
   result = execute(args)
   print(summary.format_table(result.summary), flush=True)
   if result.report_path:
     print(f'report: {result.report_path}', flush=True)
-  return 0
+  return EXIT_PUSHED if result.summary.pushed_destination else EXIT_NOTHING_PASSED
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -221,12 +248,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     return run(args)
   except (ValueError, FileNotFoundError) as error:
     print(f'error: {error}', file=sys.stderr)
-    return 2
+    return EXIT_BAD_INPUT
   except RuntimeError as error:
     print(f'error: the pipeline failed: {error}\nThe lines above name the component that '
           'failed; fix its input and rerun (finished components are taken from the cache).',
           file=sys.stderr)
-    return 1
+    return EXIT_FAILED
 
 
 if __name__ == '__main__':

@@ -1,8 +1,8 @@
 """The one tfx-distillery pipeline definition, used by every runner.
 
-ExampleGen -> StatisticsGen -> ImportSchemaGen (or SchemaGen) -> StrictExampleValidator ->
-IngestionTransform -> teacher DistributedTrainer -> Distiller -> Pruner -> Quantizer ->
-AccuracyGate -> AtomicPusher.
+ExampleGen (train, eval, test) -> StatisticsGen -> ImportSchemaGen (or SchemaGen) ->
+StrictExampleValidator -> IngestionTransform -> teacher DistributedTrainer -> Distiller ->
+Pruner -> Quantizers (on the student and on the pruned model) -> AccuracyGate -> AtomicPusher.
 Every runner (local, Kubeflow, notebook) builds its pipeline here, so they all get the
 same chain. The Distiller, Pruner and Quantizer stages can each be switched off.
 """
@@ -13,6 +13,10 @@ from tfx import v1 as tfx
 
 import components
 from components.common import parameters
+from components.gate import spec as gate_spec
+
+# ExampleGen's hash buckets: train, eval (what chooses), test (what reports and gates).
+SPLIT_BUCKETS = (('train', 6), ('eval', 2), ('test', 2))
 
 
 def create_pipeline(pipeline_name: str,
@@ -22,6 +26,7 @@ def create_pipeline(pipeline_name: str,
                     teacher_module_file: str,
                     label_column: str,
                     serving_model_dir: str,
+                    label_key: str = 'label',
                     train_steps: int = 1000,
                     eval_steps: int = 100,
                     metadata_connection_config: Optional[Any] = None,
@@ -52,6 +57,9 @@ def create_pipeline(pipeline_name: str,
     teacher_module_file: Module file with `run_fn` for the teacher.
     label_column: Raw label column; serving requests do not carry it.
     serving_model_dir: Filesystem destination of the Pusher.
+    label_key: The transformed label feature that `preprocessing_fn` emits
+      (TFMA's name). Every component that reads labels gets it from here, and
+      the teacher module gets it in custom_config with `label_column`.
     train_steps: Teacher training steps.
     eval_steps: Teacher evaluation steps.
     metadata_connection_config: ML Metadata connection; None lets the runner choose.
@@ -68,9 +76,12 @@ def create_pipeline(pipeline_name: str,
     distillation: Distiller arguments such as `temperature`, `alpha`, `tune`.
     prune: Add the Pruner stage (on the student, or the teacher without one).
     pruning_steps: Fine-tuning steps of the Pruner.
-    pruning: Pruner arguments such as `target_sparsity`, `max_accuracy_drop`.
-    quantization_modes: One Quantizer per mode (`full_integer`, `float16`,
-      `dynamic_range`, `qat`), on the pruned model; empty for none.
+    pruning: Pruner arguments. By default it searches for the highest sparsity
+      whose eval accuracy stays within the gate's `max_accuracy_drop` of the
+      teacher's; a `target_sparsity` (without `max_accuracy_drop`) fixes it.
+    quantization_modes: Quantizer modes (`full_integer`, `float16`,
+      `dynamic_range`, `qat`), each applied to the student and to the pruned
+      model, so a pruning loss can not hide the quantized model; empty for none.
     max_accuracy_drop: The gate's largest accuracy drop against the teacher.
     max_model_bytes: The gate's size limit; None for none.
     schema_path: A curated schema (schema.pbtxt) that the data must match; the
@@ -81,7 +92,17 @@ def create_pipeline(pipeline_name: str,
     The `tfx.dsl.Pipeline`.
   """
   parameters.refuse_secrets('beam_pipeline_args', beam_pipeline_args)
-  example_gen = tfx.components.CsvExampleGen(input_base=data_root)
+  float_candidates = (1 if student_module_file else 0) + (1 if prune else 0)
+  quantized = max(1, float_candidates) * len(quantization_modes)
+  if float_candidates + quantized > gate_spec.MAX_CANDIDATES:
+    raise ValueError(f'quantization_modes: {len(quantization_modes)} modes on '
+                     f'{max(1, float_candidates)} model(s) make {float_candidates + quantized} '
+                     f'gate candidates; the gate takes at most {gate_spec.MAX_CANDIDATES}.')
+  example_gen = tfx.components.CsvExampleGen(
+      input_base=data_root,
+      output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
+          tfx.proto.SplitConfig.Split(name=name, hash_buckets=buckets)
+          for name, buckets in SPLIT_BUCKETS])))
   statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
   if schema_path:
     schema_gen = tfx.components.ImportSchemaGen(schema_file=schema_path)
@@ -95,7 +116,8 @@ def create_pipeline(pipeline_name: str,
       schema=schema_gen.outputs['schema'],
       module_file=transform_module_file,
       custom_config={'label_column': label_column},
-      num_shards=num_shards)
+      num_shards=num_shards,
+      label_key=label_key)
   # Transform reads no output of the validator, so without this edge it could run
   # (and, on Kubeflow, run in parallel) on data the validator is about to reject.
   transform.add_upstream_node(example_validator)
@@ -106,54 +128,63 @@ def create_pipeline(pipeline_name: str,
       schema=schema_gen.outputs['schema'],
       train_args=tfx.proto.TrainArgs(num_steps=train_steps),
       eval_args=tfx.proto.EvalArgs(num_steps=eval_steps),
-      custom_config={'label_column': label_column, **(teacher_config or {})},
+      custom_config={'label_column': label_column, 'label_key': label_key,
+                     **(teacher_config or {})},
       strategy=strategy,
       num_workers=num_workers)
   stages = [trainer]
+  labelled = {'label_key': label_key, 'label_column': label_column}
   candidate = trainer.outputs['model']
   if student_module_file:
     distiller = components.Distiller(
         examples=transform.outputs['transformed_examples'],
         transform_graph=transform.outputs['transform_graph'],
         schema=schema_gen.outputs['schema'],
+        statistics=transform.outputs['post_transform_stats'],
         teacher_model=trainer.outputs['model'],
         module_file=student_module_file,
         train_args=tfx.proto.TrainArgs(num_steps=student_train_steps or train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=eval_steps),
-        custom_config={'label_column': label_column, **(student_config or {})},
+        custom_config=student_config,
         strategy=strategy,
         num_workers=num_workers,
+        **labelled,
         **(distillation or {}))
     stages.append(distiller)
     candidate = distiller.outputs['model']
   candidates = {'student': candidate} if student_module_file else {}
   if prune:
+    pruning = dict(pruning or {})
+    if 'target_sparsity' not in pruning or 'max_accuracy_drop' in pruning:
+      # The gate's own budget against the gate's baseline, so the kept sparsity passes it.
+      pruning.setdefault('max_accuracy_drop', max_accuracy_drop)
+      pruning.setdefault('baseline_model', trainer.outputs['model'])
     pruner = components.Pruner(
         model=candidate,
         examples=transform.outputs['transformed_examples'],
         transform_graph=transform.outputs['transform_graph'],
-        label_column=label_column,
         train_args=tfx.proto.TrainArgs(num_steps=pruning_steps),
-        **(pruning or {}))
+        **labelled,
+        **pruning)
     stages.append(pruner)
-    candidate = pruner.outputs['pruned_model']
-    candidates['pruned'] = candidate
+    candidates['pruned'] = pruner.outputs['pruned_model']
+  float_models = dict(candidates) or {'teacher': trainer.outputs['model']}
   for mode in quantization_modes:
-    quantizer = components.Quantizer(
-        model=candidate,
-        examples=transform.outputs['transformed_examples'],
-        transform_graph=transform.outputs['transform_graph'],
-        mode=mode,
-        label_column=label_column)
-    if len(quantization_modes) > 1:
-      quantizer = quantizer.with_id(f'Quantizer_{mode}')
-    stages.append(quantizer)
-    candidates[mode] = quantizer.outputs['quantized_model']
+    for source, model in float_models.items():
+      quantizer = components.Quantizer(
+          model=model,
+          examples=transform.outputs['transformed_examples'],
+          transform_graph=transform.outputs['transform_graph'],
+          mode=mode,
+          **labelled).with_id(f'Quantizer_{source}_{mode}')
+      stages.append(quantizer)
+      candidates[f'{source}_{mode}'] = quantizer.outputs['quantized_model']
   if not candidates:
     candidates['teacher'] = trainer.outputs['model']
   gate = components.AccuracyGate(
-      examples=transform.outputs['transformed_examples'],
+      examples=example_gen.outputs['examples'],
       transform_graph=transform.outputs['transform_graph'],
+      **labelled,
       baseline_model=trainer.outputs['model'],
       candidate_models=list(candidates.values()),
       candidate_names=list(candidates),

@@ -11,21 +11,27 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components.common import artifacts
-from components.common import evaluation
 from components.common import modeling
 
 
 @dataclasses.dataclass
 class ModelRow:
-  """One line of the summary table."""
+  """One line of the summary table: a model's figures from the gate's one measuring path.
+
+  Attributes:
+    name: `teacher` or the candidate's name.
+    uri: Its model folder.
+    figures: accuracy, size_bytes, latency_ms, format (and for candidates
+      passed and reasons), as `measuring.measure` and the gate wrote them.
+  """
   name: str
   uri: str
-  figures: evaluation.ModelFigures
+  figures: dict
 
 
 @dataclasses.dataclass
 class RunSummary:
-  """The models of the latest run and where the pushed one went."""
+  """The models of the latest run, the gate's decision and where the pushed one went."""
   models: List[ModelRow]
   pushed_destination: Optional[str]
   gate_decision: Optional[dict] = None
@@ -72,20 +78,15 @@ def latest_gate_decision(store, pipeline_name: str) -> Optional[dict]:
     return json.load(handle)
 
 
-def summarize_run(metadata_path: str, pipeline_name: str, eval_limit: int = 2000) -> RunSummary:
-  """Summarises the newest run: the gate's measurements, or each model's own evaluation.
-
-  With a gate, its figures (every candidate and the teacher on the same eval
-  examples) are the table. Without one, the newest SavedModel of each producing
-  component is evaluated on raw eval examples through its serving signature.
+def summarize_run(metadata_path: str, pipeline_name: str) -> RunSummary:
+  """Summarises the newest run from its gate's decision (every model on the same examples).
 
   Args:
     metadata_path: SQLite ML Metadata file of the run.
     pipeline_name: The pipeline's name.
-    eval_limit: At most this many eval examples are scored (no-gate runs).
 
   Returns:
-    The `RunSummary`.
+    The `RunSummary`; without a gate it lists no models.
   """
   store = open_store(metadata_path)
   pushed_destination = None
@@ -93,43 +94,38 @@ def summarize_run(metadata_path: str, pipeline_name: str, eval_limit: int = 2000
   if pushed and pushed[-1].custom_properties['pushed'].int_value == 1:
     pushed_destination = pushed[-1].custom_properties['pushed_destination'].string_value
   decision = latest_gate_decision(store, pipeline_name)
-  if decision is not None:
-    rows = []
-    for name, figures in [('teacher', decision['teacher'])] + [
-        (candidate['name'], candidate) for candidate in decision['candidates']]:
-      rows.append(ModelRow(name, figures.get('model_dir', ''), evaluation.ModelFigures(
-          accuracy=figures['accuracy'], majority_accuracy=decision['majority_accuracy'],
-          size_bytes=figures['size_bytes'], latency_ms=figures['latency_ms'],
-          examples=decision['eval_examples'])))
-    return RunSummary(rows, pushed_destination, decision)
-
-  examples = pipeline_artifacts(store, pipeline_name, 'Examples')
-  raw_examples = [artifact for artifact in examples if producer_node(store, artifact)
-                  .endswith('ExampleGen')][-1]
-  serialized = evaluation.read_serialized_examples(
-      os.path.join(raw_examples.uri, 'Split-eval', '*'), limit=eval_limit)
-  newest_by_producer = {}
-  for model in pipeline_artifacts(store, pipeline_name, 'Model'):
-    newest_by_producer[producer_node(store, model)] = model
-  rows = [ModelRow(name, model.uri, evaluation.evaluate_saved_model(
-      evaluation.serving_model_path(model.uri), serialized))
-          for name, model in newest_by_producer.items()]
-  return RunSummary(rows, pushed_destination)
+  if decision is None:
+    return RunSummary([], pushed_destination)
+  rows = [ModelRow('teacher', decision['teacher'].get('model_dir', ''), decision['teacher'])]
+  rows += [ModelRow(candidate['name'], candidate['model_dir'], candidate)
+           for candidate in decision['candidates']]
+  return RunSummary(rows, pushed_destination, decision)
 
 
 def format_table(summary: RunSummary) -> str:
-  """The short table `make demo` prints."""
+  """The table `make demo` prints, then one line per candidate the gate did not choose."""
   decision = summary.gate_decision or {}
-  gate = {candidate['name']: candidate for candidate in decision.get('candidates', [])}
-  lines = [f'{"model":<22} {"accuracy":>9} {"majority":>9} {"size (KB)":>10} '
-           f'{"latency (ms)":>13}  gate']
+  split = decision.get('split', 'eval')
+  lines = [f'{"model":<26} {split + " accuracy":>13} {"size (KB)":>10} {"latency (ms)":>13}'
+           '  gate']
   for row in summary.models:
     figures = row.figures
     verdict = ''
-    if row.name in gate:
+    if 'passed' in figures:
       verdict = ('chosen' if row.name == decision.get('chosen') else
-                 'passed' if gate[row.name]['passed'] else 'rejected')
-    lines.append(f'{row.name:<22} {figures.accuracy:>9.4f} {figures.majority_accuracy:>9.4f} '
-                 f'{figures.size_bytes / 1024:>10.1f} {figures.latency_ms:>13.3f}  {verdict}')
+                 'passed' if figures['passed'] else 'rejected')
+    lines.append(f'{row.name:<26} {figures["accuracy"]:>13.4f} '
+                 f'{figures["size_bytes"] / 1024:>10.1f} {figures["latency_ms"]:>13.3f}  '
+                 f'{verdict}')
+  if decision:
+    lines.append(f'majority class: {decision["majority_accuracy"]:.4f} on '
+                 f'{decision["eval_examples"]} {split} examples; size is the folder pushed, '
+                 'latency is one raw example through the transform and the model')
+    for row in summary.models[1:]:
+      if row.name != decision.get('chosen'):
+        lines.append(f'  {row.name}: accuracy {row.figures["accuracy"]:.4f}, '
+                     f'{row.figures["size_bytes"]} bytes: {"; ".join(row.figures["reasons"])}')
+  if decision and not decision.get('blessed'):
+    lines.append('no candidate passed the gate, so nothing was pushed (exit status 3)')
   lines.append(f'pushed to: {summary.pushed_destination or "nothing was pushed"}')
   return '\n'.join(lines)

@@ -77,8 +77,10 @@ def synthetic_rows(count: int, seed: int = 0):
 
 
 def transformed_artifacts(output_dir: str, train_rows: int = 800, eval_rows: int = 200,
-                          num_shards: int = 4):
+                          num_shards: int = 4, rows=None):
   """Examples and TransformGraph artifacts of synthetic data, as Transform lays them out.
+
+  `rows` replaces the synthetic rows (train_rows + eval_rows of them).
 
   Returns:
     (examples artifact, transform graph artifact, raw eval rows).
@@ -89,7 +91,7 @@ def transformed_artifacts(output_dir: str, train_rows: int = 800, eval_rows: int
   def preprocessing_fn(inputs):
     return tabular_transform.preprocessing_fn(inputs, {'label_column': 'species'})
 
-  rows = synthetic_rows(train_rows + eval_rows)
+  rows = rows or synthetic_rows(train_rows + eval_rows)
   tf_transform_output, pattern = run_transform(
       preprocessing_fn, rows[:train_rows], SYNTHETIC_RAW_SPEC, output_dir, num_shards)
   examples_uri = os.path.join(output_dir, 'examples')

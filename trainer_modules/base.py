@@ -66,11 +66,25 @@ def set_label_domain(label: tf.Tensor, num_classes: int) -> tf.Tensor:
   return label
 
 
-def feature_inputs(tf_transform_output: tft.TFTransformOutput) -> Dict[str, tf_keras.Input]:
+def label_settings(hyperparameters) -> Dict[str, object]:
+  """The label key and output units the caller resolved, for `build_mlp`.
+
+  The Distiller (for `build_student`) and `train_and_export` (for a teacher)
+  put `label_key` and `num_classes` into the hyperparameters they pass, so a
+  module needs no label name of its own.
+  """
+  hyperparameters = hyperparameters if isinstance(hyperparameters, dict) else {}
+  classes = hyperparameters.get('num_classes')
+  return {'label_key': hyperparameters.get('label_key', LABEL_KEY),
+          'num_outputs': (1 if classes == 2 else int(classes)) if classes else None}
+
+
+def feature_inputs(tf_transform_output: tft.TFTransformOutput,
+                   label_key: str = LABEL_KEY) -> Dict[str, tf_keras.Input]:
   """One Keras input per transformed feature (the label excluded)."""
   inputs = {}
   for name, spec in sorted(tf_transform_output.transformed_feature_spec().items()):
-    if name == LABEL_KEY:
+    if name == label_key:
       continue
     inputs[name] = tf_keras.Input(shape=tuple(spec.shape), name=name, dtype=spec.dtype)
   return inputs
@@ -100,15 +114,21 @@ def build_mlp(tf_transform_output: tft.TFTransformOutput,
               hidden_units,
               dropout: float = 0.0,
               name: str = 'mlp',
-              max_embedding_dim: int = 8) -> tf_keras.Model:
-  """A dense network over all transformed features that outputs logits."""
-  inputs = feature_inputs(tf_transform_output)
+              max_embedding_dim: int = 8,
+              label_key: str = LABEL_KEY,
+              num_outputs: Optional[int] = None) -> tf_keras.Model:
+  """A dense network over all transformed features (but `label_key`) that outputs logits.
+
+  `num_outputs` defaults to what the transformed schema says of the label.
+  """
+  inputs = feature_inputs(tf_transform_output, label_key)
   hidden = encode_features(inputs, tf_transform_output, max_embedding_dim)
   for units in hidden_units:
     hidden = tf_keras.layers.Dense(units, activation='relu')(hidden)
     if dropout:
       hidden = tf_keras.layers.Dropout(dropout)(hidden)
-  logits = tf_keras.layers.Dense(output_units(tf_transform_output), name='logits')(hidden)
+  num_outputs = num_outputs or output_units(tf_transform_output, label_key)
+  logits = tf_keras.layers.Dense(num_outputs, name='logits')(hidden)
   return tf_keras.Model(inputs=inputs, outputs=logits, name=name)
 
 
@@ -129,7 +149,10 @@ def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_
   """
   run = modeling.TrainingRun.from_fn_args(fn_args)
   with run.strategy.scope():
-    model = build_model(run.tf_transform_output, getattr(fn_args, 'hyperparameters', None))
+    hyperparameters = getattr(fn_args, 'hyperparameters', None)
+    model = build_model(run.tf_transform_output, {
+        **(hyperparameters if isinstance(hyperparameters, dict) else {}),
+        'label_key': run.label_key, 'num_classes': run.classes.num_classes})
     loss, metrics = loss_and_metrics(run.units)
     model.compile(optimizer=run.optimizer(), loss=loss, metrics=metrics,
                   steps_per_execution=run.steps_per_execution)

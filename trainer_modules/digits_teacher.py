@@ -11,7 +11,6 @@ from trainer_modules import digits_transform
 def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
                  ) -> tf_keras.Model:
   """Builds a CNN (about 150k parameters) that outputs ten logits."""
-  del hyperparameters
   pixels = tf_keras.Input(shape=(64,), name=digits_transform.PIXELS_KEY)
   image = tf_keras.layers.Reshape((8, 8, 1))(pixels)
   hidden = tf_keras.layers.Conv2D(32, 3, padding='same', activation='relu')(image)
@@ -20,7 +19,9 @@ def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=No
   hidden = tf_keras.layers.Flatten()(hidden)
   hidden = tf_keras.layers.Dense(128, activation='relu')(hidden)
   hidden = tf_keras.layers.Dropout(0.2)(hidden)
-  logits = tf_keras.layers.Dense(base.output_units(tf_transform_output), name='logits')(hidden)
+  logits = tf_keras.layers.Dense(
+      base.label_settings(hyperparameters)['num_outputs'] or base.output_units(tf_transform_output),
+      name='logits')(hidden)
   return tf_keras.Model(inputs={digits_transform.PIXELS_KEY: pixels}, outputs=logits,
                         name='digits_teacher')
 

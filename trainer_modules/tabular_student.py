@@ -13,6 +13,6 @@ MAX_EMBEDDING_DIM = 2
 def build_student(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
                  ) -> tf_keras.Model:
   """A small MLP, one logit per class (one for a binary label)."""
-  del hyperparameters
   return base.build_mlp(tf_transform_output, HIDDEN_UNITS, name='tabular_student',
-                        max_embedding_dim=MAX_EMBEDDING_DIM)
+                        max_embedding_dim=MAX_EMBEDDING_DIM,
+                        **base.label_settings(hyperparameters))

@@ -12,8 +12,8 @@ HIDDEN_UNITS = (128, 64)
 def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
                  ) -> tf_keras.Model:
   """Builds an MLP over every transformed feature, one logit per class."""
-  del hyperparameters
-  return base.build_mlp(tf_transform_output, HIDDEN_UNITS, dropout=0.1, name='tabular_teacher')
+  return base.build_mlp(tf_transform_output, HIDDEN_UNITS, dropout=0.1, name='tabular_teacher',
+                        **base.label_settings(hyperparameters))
 
 
 # Called by Trainer / DistributedTrainer.

@@ -13,6 +13,6 @@ MAX_EMBEDDING_DIM = 2
 def build_student(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
                  ) -> tf_keras.Model:
   """Small embeddings and one narrow hidden layer; outputs one logit."""
-  del hyperparameters
   return base.build_mlp(tf_transform_output, HIDDEN_UNITS, name='taxi_student',
-                        max_embedding_dim=MAX_EMBEDDING_DIM)
+                        max_embedding_dim=MAX_EMBEDDING_DIM,
+                        **base.label_settings(hyperparameters))

@@ -12,8 +12,8 @@ HIDDEN_UNITS = (256, 128, 64)
 def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
                  ) -> tf_keras.Model:
   """Builds the taxi teacher, which outputs one logit (big tipper or not)."""
-  del hyperparameters  # The architecture is fixed; tuning happens in the Distiller.
-  return base.build_mlp(tf_transform_output, HIDDEN_UNITS, dropout=0.1, name='taxi_teacher')
+  return base.build_mlp(tf_transform_output, HIDDEN_UNITS, dropout=0.1, name='taxi_teacher',
+                        **base.label_settings(hyperparameters))
 
 
 # Called by Trainer / DistributedTrainer.

@@ -1,13 +1,27 @@
-"""Measures models on transformed eval batches: accuracy, batch-1 latency, file sizes.
+"""The one measuring path: accuracy, majority baseline, size and latency of any model we meet.
 
-Shared by the Pruner and the Quantizer, which compare a model before and after.
+Every model kind goes through here: a Keras SavedModel (ours), a SavedModel that
+the stock Trainer wrote with `tf.saved_model.save` (no Keras metadata), and a
+Quantizer's TFLite folder. The Distiller, Pruner, Quantizer, AccuracyGate and
+the benchmarks all call it, so their figures are comparable:
+
+- Accuracy and the majority baseline come from one deterministic pass over a
+  fixed `EvaluationSet` (the first `max_examples` of a split, in file order).
+- Batch-1 latency starts from one raw serialized example and pays for parsing
+  and the transform graph, then the model, whatever the model's kind.
+- Size is the folder the Pusher would push (a TFLite folder carries its
+  transform graph, a SavedModel has it inside).
+
+Whatever chooses (tuning, the sparsity search) measures the `eval` split; what
+is reported and gated measures `test`, when the examples have one.
 """
 
+import dataclasses
 import gzip
 import os
 import statistics
 import time
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -15,49 +29,402 @@ import tensorflow as tf
 from components.common import evaluation
 from components.common import reading
 
-Batch = Tuple[Dict[str, np.ndarray], np.ndarray]
+OUTPUT_KINDS = ('logits', 'probabilities')
+# Rows of a softmax output sum to 1 within this tolerance.
+SUM_TOLERANCE = 1e-3
+DEFAULT_MAX_EXAMPLES = 5000
+DEFAULT_BATCH_SIZE = 256
+TFLITE_MODEL_FILE_NAME = 'model.tflite'
+# The split that reports and gates, and the one that chooses.
+REPORT_SPLIT = 'test'
+CHOOSE_SPLIT = 'eval'
 
 
-def eval_batches(file_pattern, tf_transform_output, max_examples: int,
-                 batch_size: int = 256, compression: str = 'GZIP',
-                 record_dataset_fn=None) -> List[Batch]:
-  """Up to `max_examples` transformed examples in file order, as numpy batches."""
+@dataclasses.dataclass
+class EvaluationSet:
+  """Transformed examples of one split, and raw ones for latency: what every model is scored on.
+
+  Attributes:
+    features: Transformed features (label removed), numpy arrays of equal length.
+    labels: Class indices, shape [examples].
+    split: The split's name.
+    raw_examples: A few raw serialized examples, label column removed, for latency.
+    transform: Serialized raw examples -> transformed features (None: no raw examples).
+  """
+  features: Dict[str, np.ndarray]
+  labels: np.ndarray
+  split: str
+  raw_examples: Optional[List[bytes]] = None
+  transform: Optional[Callable] = None
+
+  @property
+  def size(self) -> int:
+    return int(len(self.labels))
+
+  def batches(self, batch_size: int = DEFAULT_BATCH_SIZE):
+    for start in range(0, self.size, batch_size):
+      yield {name: values[start:start + batch_size] for name, values in self.features.items()}
+
+  def one_example(self) -> Dict[str, np.ndarray]:
+    return {name: values[:1] for name, values in self.features.items()}
+
+
+def report_split(examples_uri: str) -> str:
+  """`test` when the examples have that split, else `eval` (a two-split user pipeline)."""
+  splits = [name.rstrip('/') for name in tf.io.gfile.listdir(examples_uri)]
+  return REPORT_SPLIT if f'Split-{REPORT_SPLIT}' in splits else CHOOSE_SPLIT
+
+
+def split_pattern(examples_uri: str, split: str) -> str:
+  folder = os.path.join(examples_uri, f'Split-{split}')
+  if not tf.io.gfile.exists(folder):
+    raise ValueError(f'The examples at {examples_uri} have no {split!r} split; they have '
+                     f'{sorted(name.rstrip("/") for name in tf.io.gfile.listdir(examples_uri))}.')
+  return os.path.join(folder, '*')
+
+
+def from_transformed_examples(file_pattern, split: str, tf_transform_output, label_key: str,
+                              max_examples: int = DEFAULT_MAX_EXAMPLES,
+                              compression: str = 'GZIP',
+                              record_dataset_fn=None) -> EvaluationSet:
+  """The first `max_examples` transformed examples of `file_pattern` (one split), in file order.
+
+  Args:
+    file_pattern: The split's shards (a glob, or TFX's list of globs).
+    split: The split's name, recorded with the figures.
+    tf_transform_output: Its transform output.
+    label_key: The transformed label feature.
+    max_examples: A fixed prefix of the split is measured; its size is recorded.
+    compression: The shards' TFRecord compression.
+    record_dataset_fn: Opens a shard; a filter here measures a fixed slice.
+
+  Returns:
+    The `EvaluationSet` (no raw examples: latency times the model alone).
+  """
   options = reading.IngestionOptions(shuffle_files=False, deterministic=True, cache='none',
-                                     shuffle_buffer=0, compression=compression)
-  dataset = reading.make_dataset(file_pattern, tf_transform_output, batch_size, options,
-                                 num_epochs=1, record_dataset_fn=record_dataset_fn)
-  batches, seen = [], 0
-  for features, labels in dataset:
+                                     shuffle_buffer=0, compression=compression, packed=False)
+  dataset = reading.make_dataset(file_pattern, tf_transform_output, DEFAULT_BATCH_SIZE, options,
+                                 num_epochs=1, label_key=label_key,
+                                 record_dataset_fn=record_dataset_fn)
+  features, labels = _collect(dataset.as_numpy_iterator(), max_examples)
+  return EvaluationSet(features, labels, split)
+
+
+def from_examples_artifact(examples_uri: str, split: str, tf_transform_output, label_key: str,
+                           max_examples: int = DEFAULT_MAX_EXAMPLES,
+                           record_dataset_fn=None) -> EvaluationSet:
+  """`from_transformed_examples` on one split of a transformed Examples artifact."""
+  return from_transformed_examples(
+      split_pattern(examples_uri, split), split, tf_transform_output, label_key, max_examples,
+      reading.read_options(examples_uri).compression, record_dataset_fn)
+
+
+def from_raw_examples(raw_examples_uri: str, split: str, tf_transform_output, label_key: str,
+                      label_column: str, max_examples: int = DEFAULT_MAX_EXAMPLES,
+                      latency_examples: int = 16) -> EvaluationSet:
+  """The first `max_examples` raw examples of a split, transformed by the transform graph.
+
+  Labels are the transform's own `label_key`; the kept raw examples lose the
+  label column, as serving requests do.
+  """
+  serialized = evaluation.read_serialized_examples(split_pattern(raw_examples_uri, split),
+                                                   limit=max_examples)
+  if not serialized:
+    raise ValueError(f'The {split!r} split at {raw_examples_uri} holds no examples.')
+  raw_spec = dict(tf_transform_output.raw_feature_spec())
+  layer = tf_transform_output.transform_features_layer()
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+  def transform_with_label(examples):
+    return layer(tf.io.parse_example(examples, raw_spec))
+
+  def batches():
+    for start in range(0, len(serialized), DEFAULT_BATCH_SIZE):
+      transformed = transform_with_label(tf.constant(serialized[start:start + DEFAULT_BATCH_SIZE]))
+      if label_key not in transformed:
+        raise ValueError(f'label_key {label_key!r} is not a transformed feature; the transform '
+                         f'emits {", ".join(sorted(transformed))}.')
+      transformed = {name: dense_numpy(value) for name, value in transformed.items()}
+      yield transformed, transformed.pop(label_key)
+
+  features, labels = _collect(batches(), max_examples)
+  serving_spec = {name: spec for name, spec in raw_spec.items() if name != label_column}
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+  def transform(examples):
+    return layer(tf.io.parse_example(examples, serving_spec))
+
+  raw_examples = [strip_feature(example, label_column) for example in serialized[:latency_examples]]
+  return EvaluationSet(features, labels, split, raw_examples, transform)
+
+
+def dense_numpy(value) -> np.ndarray:
+  if isinstance(value, tf.sparse.SparseTensor):
+    value = tf.sparse.to_dense(value)
+  return value.numpy()
+
+
+def strip_feature(serialized: bytes, name: str) -> bytes:
+  example = tf.train.Example.FromString(serialized)
+  if name in example.features.feature:
+    del example.features.feature[name]
+  return example.SerializeToString()
+
+
+def _collect(batches, max_examples: int):
+  features, labels, seen = {}, [], 0
+  for batch_features, batch_labels in batches:
     remaining = max_examples - seen
     if remaining <= 0:
       break
-    batches.append(({name: values.numpy()[:remaining] for name, values in features.items()},
-                    np.reshape(labels.numpy(), [-1])[:remaining]))
-    seen += len(batches[-1][1])
-  return batches
+    batch_labels = np.reshape(batch_labels, [-1])[:remaining]
+    for name, values in batch_features.items():
+      features.setdefault(name, []).append(values[:remaining])
+    labels.append(batch_labels)
+    seen += len(batch_labels)
+  if not labels:
+    raise ValueError('No examples to measure on: the split is empty.')
+  return ({name: np.concatenate(values) for name, values in features.items()},
+          np.concatenate(labels).astype(np.int64))
 
 
-def accuracy_of(logits_fn: Callable[[Dict[str, np.ndarray]], np.ndarray],
-                batches: List[Batch]) -> float:
-  """Accuracy of a logits function (1 logit: > 0 is class 1; else argmax)."""
-  correct = total = 0
-  for features, labels in batches:
-    logits = np.asarray(logits_fn(features))
-    predicted = (logits[:, 0] > 0).astype(np.int64) if logits.shape[-1] == 1 else \
-        logits.argmax(axis=-1)
-    correct += int(np.sum(predicted == labels))
-    total += len(labels)
-  return correct / max(1, total)
+# ---- Models of every kind, as one interface: transformed features in, scores out.
+
+SHAPE_ONLY_LAYERS = ('Reshape', 'Flatten', 'Permute', 'Dropout', 'ActivityRegularization',
+                     'SpatialDropout1D', 'GaussianNoise', 'Identity')
+PROBABILITY_ACTIVATIONS = ('sigmoid', 'softmax')
 
 
-def majority_accuracy(batches: List[Batch]) -> float:
-  labels = np.concatenate([labels for _, labels in batches])
-  return float(np.bincount(labels.astype(np.int64)).max() / max(1, len(labels)))
+def output_activation(model) -> Optional[str]:
+  """The activation that makes a Keras model's first output, looking through shape-only layers.
+
+  The stock taxi model ends in Dense(sigmoid) then Reshape: the activation is
+  the Dense layer's, two layers before the output.
+  """
+  try:
+    layer = model.outputs[0]._keras_history.layer  # pylint: disable=protected-access
+  except (AttributeError, IndexError, TypeError):
+    return None
+  for _ in range(len(model.layers) + 1):
+    kind = type(layer).__name__
+    if kind == 'Softmax':
+      return 'softmax'
+    if kind not in SHAPE_ONLY_LAYERS:
+      break
+    inbound = getattr(layer, '_inbound_nodes', None)
+    parents = inbound[0].inbound_layers if inbound else None
+    if isinstance(parents, (list, tuple)):
+      parents = parents[0] if len(parents) == 1 else None
+    if parents is None:
+      return None
+    layer = parents
+  activation = getattr(layer, 'activation', None)
+  return getattr(activation, '__name__', None)
 
 
-def one_example(batches: List[Batch]) -> Dict[str, np.ndarray]:
-  features, _ = batches[0]
-  return {name: values[:1] for name, values in features.items()}
+def looks_like_probabilities(scores: np.ndarray) -> bool:
+  """Values in [0, 1] that, for several outputs, sum to 1 per row."""
+  scores = np.asarray(scores, dtype=np.float64)
+  in_unit_range = bool(np.all((scores >= 0.0) & (scores <= 1.0)))
+  if scores.shape[-1] == 1:
+    return in_unit_range
+  return in_unit_range and bool(np.all(np.abs(scores.sum(axis=-1) - 1.0) < SUM_TOLERANCE))
+
+
+class Scorer:
+  """A model over transformed features: `scores(features)` gives logits or probabilities.
+
+  Attributes:
+    model_dir: Where it was loaded from.
+    format: `keras` (a Keras SavedModel), `saved_model` (tf.saved_model.save, as
+      the stock Trainer's module files write) or `tflite`.
+    input_names: The transformed features the model reads.
+    num_outputs: Width of its output.
+    output_kind: `logits` or `probabilities` (None until resolved on a batch).
+    keras_model: The Keras model, for the `keras` format.
+  """
+
+  def __init__(self, model_dir: str, scores_fn: Callable, format_name: str,
+               input_names: List[str], num_outputs: int, output_kind: Optional[str],
+               keras_model=None, trackable=None):
+    self.model_dir = model_dir
+    self._scores_fn = scores_fn
+    self.format = format_name
+    self.input_names = list(input_names)
+    self.num_outputs = int(num_outputs)
+    self.output_kind = output_kind
+    self.keras_model = keras_model
+    # Keeps a restored SavedModel (and its variables) alive.
+    self.trackable = trackable
+
+  def count_params(self) -> int:
+    """Weights of the model (0 for a TFLite folder)."""
+    if self.keras_model is not None:
+      return int(self.keras_model.count_params())
+    variables = getattr(self.trackable, 'variables', None) or []
+    return int(sum(np.prod(variable.shape) for variable in variables))
+
+  def scores(self, features):
+    """Raw outputs for a batch of transformed features (tensors or numpy)."""
+    return self._scores_fn({name: features[name] for name in self.input_names})
+
+  def logits(self, features) -> tf.Tensor:
+    """Logits, recovered from probabilities when the model emits those (TF ops, traceable)."""
+    outputs = tf.cast(self.scores(features), tf.float32)
+    if self.output_kind == 'probabilities':
+      clipped = tf.clip_by_value(outputs, 1e-7, 1.0 - 1e-7)
+      if outputs.shape[-1] == 1:
+        return tf.math.log(clipped) - tf.math.log1p(-clipped)
+      return tf.math.log(clipped)
+    return outputs
+
+  def classes(self, features) -> np.ndarray:
+    """Predicted class indices for a batch."""
+    scores = np.asarray(self.scores(features))
+    if scores.shape[-1] == 1:
+      threshold = 0.5 if self.output_kind == 'probabilities' else 0.0
+      return (scores[:, 0] > threshold).astype(np.int64)
+    return scores.argmax(axis=-1).astype(np.int64)
+
+  def resolve_output_kind(self, features, declared: str = 'auto') -> str:
+    """Settles `auto` on a batch, and refuses a declaration the batch contradicts.
+
+    Raises:
+      ValueError: naming the model and what its outputs show.
+    """
+    scores = np.asarray(self.scores(features))
+    probabilities = looks_like_probabilities(scores)
+    detected = self.output_kind
+    if declared == 'auto':
+      kind = detected or ('probabilities' if probabilities else 'logits')
+    else:
+      kind = declared
+      if detected and detected != declared:
+        raise ValueError(
+            f'The model at {self.model_dir} is declared to emit {declared} but its output layer '
+            f'makes {detected}; declare "{detected}" or "auto".')
+    if kind == 'probabilities' and not looks_like_probabilities(scores):
+      raise ValueError(
+          f'The model at {self.model_dir} is read as probabilities, but it emits values from '
+          f'{scores.min():.3g} to {scores.max():.3g}'
+          f'{"" if scores.shape[-1] == 1 else " in rows that do not sum to 1"}: those are '
+          'logits. Declare "logits".')
+    if kind == 'logits' and probabilities and scores.shape[-1] > 1:
+      raise ValueError(
+          f'The model at {self.model_dir} is read as logits, but every row it emits is a '
+          'probability distribution (values in [0, 1] summing to 1). Declare "probabilities" '
+          'so logits are recovered from them.')
+    self.output_kind = kind
+    return kind
+
+
+def keras_scorer(model, model_dir: str = '') -> Scorer:
+  """A `Scorer` over an in-memory Keras model (a student being trained, a pruned model)."""
+  return _keras_scorer(model_dir or model.name, model)
+
+
+def _keras_scorer(model_dir: str, model) -> Scorer:
+  activation = output_activation(model)
+  kind = 'probabilities' if activation in PROBABILITY_ACTIVATIONS else None
+  if kind is None and activation is not None:
+    kind = 'logits'
+
+  def scores(features):
+    outputs = model(features, training=False)
+    if isinstance(outputs, dict):
+      outputs = outputs.get('logits', next(iter(outputs.values())))
+    if isinstance(outputs, (list, tuple)):
+      outputs = outputs[0]
+    return outputs
+
+  return Scorer(model_dir, scores, 'keras', model.input_names,
+                int(model.outputs[0].shape[-1]), kind, keras_model=model)
+
+
+def _restored_scorer(model_dir: str, restored) -> Scorer:
+  """A SavedModel written by tf.saved_model.save: call its traced Keras `__call__`."""
+  call = getattr(restored, '__call__', None)
+  functions = list(getattr(call, 'concrete_functions', None) or [])
+  inference = [function for function in functions
+               if len(function.structured_input_signature[0]) < 2
+               or function.structured_input_signature[0][1] is False] or functions
+  if not inference:
+    raise ValueError(
+        f'The SavedModel at {model_dir} has no traced call on transformed features (only '
+        f'signatures {sorted(restored.signatures)}). Export the model with model.save(), or '
+        'with tf.saved_model.save after it has been called (trained) on its features.')
+  structure = inference[0].structured_input_signature[0][0]
+  if isinstance(structure, dict):
+    input_names = sorted(structure)
+
+    def arrange(features):
+      return {name: features[name] for name in input_names}
+  else:
+    specs = list(structure) if isinstance(structure, (list, tuple)) else [structure]
+    input_names = [spec.name for spec in specs]
+
+    def arrange(features):
+      ordered = [features[name] for name in input_names]
+      return ordered if isinstance(structure, (list, tuple)) else ordered[0]
+  dtypes = {}
+  for spec in tf.nest.flatten(structure):
+    dtypes[spec.name] = spec.dtype
+
+  def scores(features):
+    cast = {name: tf.cast(value, dtypes.get(name, tf.float32)) for name, value in features.items()}
+    outputs = restored(arrange(cast), training=False)
+    if isinstance(outputs, dict):
+      outputs = outputs.get('logits', next(iter(outputs.values())))
+    if isinstance(outputs, (list, tuple)):
+      outputs = outputs[0]
+    return outputs
+
+  output = inference[0].structured_outputs
+  output = tf.nest.flatten(output)[0]
+  return Scorer(model_dir, scores, 'saved_model', input_names, int(output.shape[-1]), None,
+                trackable=restored)
+
+
+def load_scorer(model_dir: str) -> Scorer:
+  """Loads any model kind we meet as a `Scorer`.
+
+  Raises:
+    ValueError: when the folder holds no model we can call on transformed features.
+  """
+  if tf.io.gfile.exists(os.path.join(model_dir, TFLITE_MODEL_FILE_NAME)):
+    from components.quantizer import predict  # pylint: disable=g-import-not-at-top
+    predictor = predict.TFLitePredictor(model_dir)
+    return Scorer(model_dir, predictor.logits, 'tflite', predictor.input_names,
+                  predictor.num_outputs, predictor.output_kind, trackable=predictor)
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  try:
+    model = tf_keras.models.load_model(model_dir, compile=False)
+  except (OSError, IOError) as error:
+    raise ValueError(f'{model_dir} holds no SavedModel: {error}') from error
+  except ValueError as error:
+    if 'lacks the TF-Keras metadata' not in str(error) and 'tf.saved_model.save' not in str(
+        error):
+      raise ValueError(f'The model at {model_dir} can not be loaded: {error}') from error
+    return _restored_scorer(model_dir, tf.saved_model.load(model_dir))
+  if not getattr(model, 'outputs', None):
+    raise ValueError(f'The model at {model_dir} has no functional outputs; export it as a '
+                     'functional or Sequential tf_keras model.')
+  return _keras_scorer(model_dir, model)
+
+
+# ---- The figures.
+
+def accuracy(scorer: Scorer, evaluation_set: EvaluationSet) -> float:
+  """Fraction of the set's examples whose predicted class is the label (one pass)."""
+  predicted = np.concatenate([scorer.classes(batch) for batch in evaluation_set.batches()])
+  return float(np.mean(predicted == evaluation_set.labels))
+
+
+def majority_accuracy(labels: np.ndarray) -> float:
+  """Accuracy of always predicting the most common class."""
+  labels = np.asarray(labels, dtype=np.int64)
+  counts = np.unique(labels, return_counts=True)[1]
+  return float(counts.max() / max(1, len(labels)))
 
 
 def median_latency_ms(call: Callable[[], object], runs: int) -> float:
@@ -71,19 +438,46 @@ def median_latency_ms(call: Callable[[], object], runs: int) -> float:
   return 1000.0 * statistics.median(timings)
 
 
-def keras_logits_fn(model) -> Callable[[Dict[str, np.ndarray]], np.ndarray]:
-  predict = tf.function(lambda features: model(features, training=False))
-  return lambda features: predict({name: tf.constant(features[name])
-                                   for name in model.input_names}).numpy()
+def latency_ms(scorer: Scorer, evaluation_set: EvaluationSet, runs: int) -> float:
+  """Median batch-1 latency: parse and transform one raw example, then the model.
+
+  Without raw examples (a set read from transformed examples) only the model is timed.
+  """
+  if evaluation_set.transform is not None and evaluation_set.raw_examples:
+    example = tf.constant(evaluation_set.raw_examples[:1])
+
+    def call():
+      transformed = evaluation_set.transform(example)
+      return scorer.scores({name: dense_numpy(transformed[name])
+                            for name in scorer.input_names})
+  else:
+    one = evaluation_set.one_example()
+
+    def call():
+      return scorer.scores(one)
+  return median_latency_ms(call, runs)
 
 
-def keras_figures(model, model_dir: str, batches: List[Batch], latency_runs: int) -> dict:
-  """Size (SavedModel bytes), accuracy and batch-1 latency of a Keras model."""
-  logits_fn = keras_logits_fn(model)
-  example = one_example(batches)
-  return {'size_bytes': evaluation.directory_bytes(model_dir),
-          'accuracy': accuracy_of(logits_fn, batches),
-          'latency_ms': median_latency_ms(lambda: logits_fn(example), latency_runs)}
+def size_bytes(model_dir: str) -> int:
+  """Bytes of the folder the Pusher would push (transform graph included)."""
+  return evaluation.directory_bytes(model_dir)
+
+
+def measure(model_dir: str, evaluation_set: EvaluationSet, latency_runs: int = 100,
+            scorer: Optional[Scorer] = None) -> Dict[str, object]:
+  """Every figure of one model: format, accuracy, majority, size, latency, examples, split."""
+  scorer = scorer or load_scorer(model_dir)
+  if scorer.output_kind is None:
+    scorer.resolve_output_kind(evaluation_set.one_example() if evaluation_set.size < 64 else
+                               next(evaluation_set.batches(64)))
+  return {'format': scorer.format,
+          'output_kind': scorer.output_kind,
+          'accuracy': accuracy(scorer, evaluation_set),
+          'majority_accuracy': majority_accuracy(evaluation_set.labels),
+          'size_bytes': size_bytes(model_dir),
+          'latency_ms': latency_ms(scorer, evaluation_set, latency_runs),
+          'examples': evaluation_set.size,
+          'split': evaluation_set.split}
 
 
 def gzip_bytes(content: bytes) -> int:
@@ -98,5 +492,3 @@ def write_atomically(path: str, content) -> None:
   with tf.io.gfile.GFile(temporary, mode) as handle:
     handle.write(content)
   tf.io.gfile.rename(temporary, path, overwrite=True)
-
-

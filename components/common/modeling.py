@@ -16,6 +16,7 @@ import tensorflow_transform as tft
 
 from components.common import callbacks as keras_callbacks
 from components.common import evaluation
+from components.common import labels
 from components.common import progress
 from components.common import reading
 from components.distributed_trainer import strategy as distribution
@@ -26,23 +27,25 @@ TRANSFORM_SIGNATURE = evaluation.TRANSFORM_SIGNATURE
 METRICS_FILE_NAME = 'metrics.json'
 
 
-def num_classes(tf_transform_output: tft.TFTransformOutput) -> int:
-  """Number of label classes, read from the transformed schema's label domain."""
-  return tf_transform_output.num_buckets_for_transformed_feature(LABEL_KEY)
+def num_classes(tf_transform_output: tft.TFTransformOutput, label_key: str = LABEL_KEY,
+                explicit: Optional[int] = None) -> int:
+  """Number of label classes (explicit, else the transformed schema's label domain)."""
+  return labels.resolve(tf_transform_output, label_key, explicit).num_classes
 
 
-def output_units(tf_transform_output: tft.TFTransformOutput) -> int:
+def output_units(tf_transform_output: tft.TFTransformOutput, label_key: str = LABEL_KEY,
+                 explicit: Optional[int] = None) -> int:
   """One logit for a binary label, one per class otherwise."""
-  classes = num_classes(tf_transform_output)
-  return 1 if classes == 2 else classes
+  return labels.resolve(tf_transform_output, label_key, explicit).units
 
 
-def loss_and_metrics(units: int):
-  """Cross-entropy on logits and an accuracy that reads logits."""
+def loss_and_metrics(units: int, from_logits: bool = True):
+  """Cross-entropy and accuracy, on logits (or on probabilities for such a model)."""
   if units == 1:
-    return (tf_keras.losses.BinaryCrossentropy(from_logits=True),
-            [tf_keras.metrics.BinaryAccuracy(name='accuracy', threshold=0.0)])
-  return (tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    return (tf_keras.losses.BinaryCrossentropy(from_logits=from_logits),
+            [tf_keras.metrics.BinaryAccuracy(name='accuracy',
+                                             threshold=0.0 if from_logits else 0.5)])
+  return (tf_keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits),
           [tf_keras.metrics.SparseCategoricalAccuracy(name='accuracy')])
 
 
@@ -139,10 +142,12 @@ class TrainingRun:
 
   Settings come from hyperparameters, then custom_config: `batch_size` (per
   replica, default 256), `epochs` (5), `learning_rate` (1e-3),
-  `steps_per_execution` (16), `label_column` ('label'), `seed` (none).
+  `steps_per_execution` (16), `label_column` ('label'), `label_key` ('label'),
+  `num_classes` (from the schema when absent), `seed` (none).
   """
   fn_args: Any
   tf_transform_output: tft.TFTransformOutput
+  classes: labels.ClassCount
   units: int
   strategy: tf.distribute.Strategy
   per_replica_batch_size: int
@@ -152,16 +157,37 @@ class TrainingRun:
   eval_steps: int
   steps_per_execution: int
   label_column: str
+  label_key: str
   options: reading.IngestionOptions
 
   @classmethod
-  def from_fn_args(cls, fn_args, train_steps: Optional[int] = None) -> 'TrainingRun':
-    """Plans a run of `train_steps` (fn_args.train_steps when None) steps."""
+  def from_fn_args(cls, fn_args, train_steps: Optional[int] = None,
+                   label_key: Optional[str] = None, label_column: Optional[str] = None,
+                   resolve_classes: Optional[Callable[[tf.distribute.Strategy],
+                                                      labels.ClassCount]] = None
+                   ) -> 'TrainingRun':
+    """Plans a run of `train_steps` (fn_args.train_steps when None) steps.
+
+    Args:
+      fn_args: TFX's FnArgs.
+      train_steps: Steps of this run; fn_args.train_steps when None.
+      label_key: The transformed label; custom_config's `label_key` when None.
+      label_column: The raw label column; custom_config's `label_column` when None.
+      resolve_classes: Called with the strategy (teachers load inside its scope)
+        to resolve the class count; else custom_config's `num_classes`, else
+        the transformed schema.
+    """
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    label_key = label_key or config_value(fn_args, 'label_key', LABEL_KEY)
     strategy = distribution.strategy_for(fn_args)
     seed = config_value(fn_args, 'seed', None)
     if seed is not None:  # Same seed on every worker: replicas start from equal weights.
       tf_keras.utils.set_random_seed(int(seed))
+    if resolve_classes is not None:
+      classes = resolve_classes(strategy)
+    else:
+      classes = labels.resolve(tf_transform_output, label_key,
+                               config_value(fn_args, 'num_classes', None))
     train_steps = int(train_steps or fn_args.train_steps)
     per_replica_batch_size = int(config_value(fn_args, 'batch_size', 256))
     epochs = max(1, min(int(config_value(fn_args, 'epochs', 5)), train_steps))
@@ -173,13 +199,14 @@ class TrainingRun:
         fn_args, 'steps_per_execution', STEPS_PER_EXECUTION))))
     return cls(
         fn_args=fn_args, tf_transform_output=tf_transform_output,
-        units=output_units(tf_transform_output), strategy=strategy,
+        classes=classes, units=classes.units, strategy=strategy,
         per_replica_batch_size=per_replica_batch_size,
         global_batch_size=per_replica_batch_size * strategy.num_replicas_in_sync,
         epochs=epochs, steps_per_epoch=steps_per_epoch,
         eval_steps=max(1, fn_args.eval_steps or 1),
         steps_per_execution=steps_per_execution,
-        label_column=config_value(fn_args, 'label_column', LABEL_KEY),
+        label_column=label_column or config_value(fn_args, 'label_column', LABEL_KEY),
+        label_key=label_key,
         options=reading.read_options(
             os.path.dirname(os.path.dirname(fn_args.train_files[0]))))
 
@@ -192,6 +219,7 @@ class TrainingRun:
     # Whole batches only: workers must all-gather equally shaped (embedding) gradients.
     return reading.make_dataset(self.fn_args.train_files, self.tf_transform_output,
                                 self.global_batch_size, self._options(record_dataset_fn),
+                                label_key=self.label_key,
                                 batch_map_fn=prepare_labels(self.units), drop_remainder=True,
                                 record_dataset_fn=record_dataset_fn)
 
@@ -199,17 +227,9 @@ class TrainingRun:
     """Batches of the eval split (or of `file_pattern`), repeated."""
     return reading.make_dataset(file_pattern or self.fn_args.eval_files,
                                 self.tf_transform_output, self.global_batch_size,
-                                self._options(record_dataset_fn),
+                                self._options(record_dataset_fn), label_key=self.label_key,
                                 batch_map_fn=prepare_labels(self.units),
                                 record_dataset_fn=record_dataset_fn)
-
-  def majority_accuracy(self) -> float:
-    """Accuracy of always predicting the most common class, on the batches evaluated."""
-    counts = {}
-    for _, labels in self.eval_dataset().take(self.eval_steps):
-      for label in tf.reshape(tf.cast(labels, tf.int64), [-1]).numpy():
-        counts[int(label)] = counts.get(int(label), 0) + 1
-    return max(counts.values()) / max(1, sum(counts.values()))
 
   def _options(self, record_dataset_fn) -> reading.IngestionOptions:
     # A file cache is keyed by path alone, so a filtered slice must not share it.

@@ -29,9 +29,13 @@ class Distiller(base_component.BaseComponent):
   The student module exposes `build_student(tf_transform_output, hyperparameters)`
   returning a tf_keras model that outputs logits; the Distiller owns the loop:
   `alpha * CE(labels, student) + (1 - alpha) * T^2 * KL(teacher_T || student_T)`.
-  Teachers are any Keras models over the transformed features (a Trainer's or
-  DistributedTrainer's `model`); softmax or sigmoid outputs are detected and
-  their logits recovered. The student is exported with the teacher's serving
+  Teachers are any models over the transformed features: a DistributedTrainer's
+  `model`, or the stock Trainer's from an unchanged module file (saved with
+  tf.saved_model.save); softmax or sigmoid outputs are detected, through
+  shape-only layers, and their logits recovered. The label is `label_key`; its
+  class count comes from the schema, the teacher's width or `statistics`, and a
+  label with one class, a continuous label or unmapped values is refused
+  before any training. The student is exported with the teacher's serving
   signatures, so Evaluator, Pusher and the optimizers take it like any model.
 
   Example:
@@ -40,7 +44,8 @@ class Distiller(base_component.BaseComponent):
         examples=transform.outputs['transformed_examples'],
         transform_graph=transform.outputs['transform_graph'],
         teacher_model=trainer.outputs['model'],
-        module_file='trainer_modules/taxi_student.py',
+        module_file='trainer_modules/tabular_student.py',
+        label_key='species_xf', label_column='species',
         temperature=2.0, alpha=0.5,
         train_args=tfx.proto.TrainArgs(num_steps=1000),
         eval_args=tfx.proto.EvalArgs(num_steps=50))
@@ -56,7 +61,12 @@ class Distiller(base_component.BaseComponent):
                teacher_model: Optional[types.BaseChannel] = None,
                teacher_models: Optional[Sequence[types.BaseChannel]] = None,
                schema: Optional[types.BaseChannel] = None,
+               statistics: Optional[types.BaseChannel] = None,
                hyperparameters: Optional[types.BaseChannel] = None,
+               label_key: str = 'label',
+               label_column: str = 'label',
+               num_classes: Optional[int] = None,
+               eval_examples: int = 5000,
                temperature: float = 2.0,
                alpha: float = 0.5,
                teacher_output: str = 'auto',
@@ -83,7 +93,16 @@ class Distiller(base_component.BaseComponent):
       teacher_model: The teacher's Model channel. Give this or `teacher_models`.
       teacher_models: 1 to 4 teacher Model channels, in the order of `teacher_weights`.
       schema: Optional Schema channel, as for Trainer.
-      hyperparameters: Optional HyperParameters channel; passed to build_student.
+      statistics: Optional ExampleStatistics of the transformed data (Transform's
+        `post_transform_stats`): the last source of the class count.
+      hyperparameters: Optional HyperParameters channel; passed to build_student,
+        with `label_key` and `num_classes` added.
+      label_key: The transformed label feature (TFMA's name), e.g. 'species_xf'.
+      label_column: The raw label column, which serving requests lack.
+      num_classes: The label's class count; None reads it from the transformed
+        schema's domain, else the teacher's output width, else `statistics`.
+      eval_examples: Every accuracy is measured on this many eval examples, the
+        same fixed ones each time.
       temperature: Softening temperature T > 0.
       alpha: Weight of the hard-label loss in [0, 1]; 1 trains from scratch.
       teacher_output: `auto` (detect a softmax/sigmoid output layer), `logits`
@@ -136,12 +155,14 @@ class Distiller(base_component.BaseComponent):
         teacher_weights=tuple(teacher_weights) if teacher_weights is not None else None,
         multi_teacher_mode=multi_teacher_mode, train_baseline=bool(train_baseline),
         tune=bool(tune), temperatures=tuple(temperatures), alphas=tuple(alphas),
-        validation_percent=validation_percent, mixup=mixup)
+        validation_percent=validation_percent, mixup=mixup, label_key=label_key,
+        label_column=label_column, num_classes=num_classes, eval_examples=eval_examples)
     training.validate(settings, len(teachers))
     spec = distiller_spec.DistillerSpec(
         examples=examples,
         transform_graph=transform_graph,
         schema=schema,
+        statistics=statistics,
         hyperparameters=hyperparameters,
         module_file=module_file,
         train_args=train_args or tfx.proto.TrainArgs(num_steps=1000),

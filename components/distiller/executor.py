@@ -35,7 +35,10 @@ class TrainingExecutor(trainer_executor.GenericExecutor):
     settings = training.DistillationSettings.from_json(
         exec_properties[distiller_spec.DISTILLATION_KEY])
     metrics_dir = artifact_utils.get_single_uri(output_dict[distiller_spec.METRICS_KEY])
-    training.Distillation(fn_args, build_student, teacher_paths, settings).execute(metrics_dir)
+    statistics = input_dict.get(standard_component_specs.STATISTICS_KEY)
+    statistics_uri = artifact_utils.get_single_uri(statistics) if statistics else None
+    training.Distillation(fn_args, build_student, teacher_paths, settings,
+                          statistics_uri).execute(metrics_dir)
 
 
 class Executor(trainer_executor_lib.Executor):

@@ -47,6 +47,10 @@ class DistillerSpec(types.ComponentSpec):
           component_spec.ChannelParameter(type=standard_artifacts.TransformGraph),
       standard_component_specs.SCHEMA_KEY:
           component_spec.ChannelParameter(type=standard_artifacts.Schema, optional=True),
+      # Transform's post_transform_stats: the class count's last source.
+      standard_component_specs.STATISTICS_KEY:
+          component_spec.ChannelParameter(type=standard_artifacts.ExampleStatistics,
+                                          optional=True),
       standard_component_specs.HYPERPARAMETERS_KEY:
           component_spec.ChannelParameter(type=standard_artifacts.HyperParameters,
                                           optional=True),

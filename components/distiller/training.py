@@ -8,13 +8,14 @@ import dataclasses
 import itertools
 import json
 import math
-import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tf_keras
 import tensorflow_transform as tft
 
+from components.common import labels
+from components.common import measuring
 from components.common import modeling
 from components.common import progress
 from components.common import reading
@@ -46,6 +47,11 @@ class DistillationSettings:
       for tuning.
     mixup: Beta concentration of the mixup applied to the soft term's inputs
       (teacher and student see the same mixed batch); 0 turns it off.
+    label_key: The transformed label feature.
+    label_column: The raw label column, which serving requests lack.
+    num_classes: The label's class count; None resolves it (schema, teacher,
+      statistics).
+    eval_examples: Eval examples every accuracy is measured on (a fixed prefix).
   """
   temperature: float = 2.0
   alpha: float = 0.5
@@ -58,6 +64,10 @@ class DistillationSettings:
   alphas: Tuple[float, ...] = (0.1, 0.5, 0.9)
   validation_percent: int = 10
   mixup: float = 1.0
+  label_key: str = labels.DEFAULT_LABEL_KEY
+  label_column: str = labels.DEFAULT_LABEL_KEY
+  num_classes: Optional[int] = None
+  eval_examples: int = measuring.DEFAULT_MAX_EXAMPLES
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -115,6 +125,13 @@ def validate(settings: DistillationSettings, num_teachers: int) -> None:
   if not _is_number(settings.mixup) or not 0 <= settings.mixup < math.inf:
     raise ValueError(f'mixup must be a finite number >= 0 (0 turns it off); got '
                      f'{settings.mixup!r}.')
+  labels.validate_label_key(settings.label_key)
+  if not isinstance(settings.label_column, str) or not settings.label_column:
+    raise ValueError(f'label_column must name the raw label column; got '
+                     f'{settings.label_column!r}.')
+  labels.validate_num_classes(settings.num_classes)
+  if not reading.is_count(settings.eval_examples) or settings.eval_examples < 1:
+    raise ValueError(f'eval_examples must be an integer >= 1; got {settings.eval_examples!r}.')
   if (not isinstance(settings.validation_percent, int) or isinstance(
       settings.validation_percent, bool) or not 1 <= settings.validation_percent <= 50):
     raise ValueError(f'validation_percent must be an integer in [1, 50]; got '
@@ -133,8 +150,8 @@ class DistillationModel(tf_keras.Model):
                teacher_weights: Optional[Sequence[float]] = None, mixup: float = 0.0):
     super().__init__(name='distillation')
     self.student = student
-    self.teacher_models = [teacher.model for teacher in teachers]
-    self._teachers = list(teachers)
+    # Frozen, and kept out of Keras' tracking: only the student's weights train.
+    self._teachers = tuple(teachers)
     self.temperature = float(temperature)
     self.alpha = float(alpha)
     self.teacher_weights = teacher_weights
@@ -154,7 +171,8 @@ class DistillationModel(tf_keras.Model):
         teacher_inputs = loss_lib.mix_features(x, self.mixup)
         soft_logits = self(teacher_inputs, training=True)
       targets = loss_lib.soft_targets(
-          [teacher.logits(teacher_inputs) for teacher in self._teachers], self.temperature,
+          [teachers_lib.frozen_logits(teacher, teacher_inputs) for teacher in self._teachers],
+          self.temperature,
           self.teacher_weights)
     loss = tf.reduce_mean(loss_lib.distillation_loss(y, y_pred, targets, self.temperature,
                                                      self.alpha, soft_logits))
@@ -169,37 +187,24 @@ class DistillationModel(tf_keras.Model):
     return [self.loss_tracker] + super().metrics
 
 
-def check_student(student, units: int, num_classes: int, features: Dict[str, tf.Tensor]) -> None:
+def check_student(student, units: int, num_classes: int, features: Dict[str, tf.Tensor],
+                  label_key: str = labels.DEFAULT_LABEL_KEY) -> None:
   """Raises ValueError unless `student` is a tf_keras model with `units` outputs."""
   if not isinstance(student, tf_keras.Model):
     raise ValueError(f'build_student must return a tf_keras.Model; got {type(student).__name__}.')
+  if label_key in student.input_names:
+    raise ValueError(f'The student from build_student reads the label {label_key!r} as an input; '
+                     "leave it out (hyperparameters['label_key'] names it).")
+  missing = sorted(set(student.input_names) - set(features))
+  if missing:
+    raise ValueError(f'The student from build_student reads {missing}, which the transformed '
+                     f'examples do not have (they have {sorted(features)}).')
   outputs = student({name: features[name] for name in student.input_names}, training=False)
   if outputs.shape[-1] != units:
     raise ValueError(
         f'The student from build_student emits {outputs.shape[-1]} outputs but the labels have '
         f'{num_classes} classes: it must emit {units} logit(s) (1 for a binary label, one per '
         'class otherwise).')
-
-
-def accuracy(predict_logits: Callable, dataset: tf.data.Dataset, steps: int) -> float:
-  """Fraction of `steps` batches of `dataset` whose argmax (or logit > 0) is the label."""
-  predict_logits = tf.function(predict_logits)
-  correct = total = 0
-  for features, labels in dataset.take(steps):
-    logits = predict_logits(features)
-    labels = tf.cast(tf.reshape(labels, [-1]), tf.int64)
-    if logits.shape[-1] == 1:
-      predicted = tf.cast(tf.reshape(logits, [-1]) > 0, tf.int64)
-    else:
-      predicted = tf.argmax(logits, axis=-1)
-    correct += int(tf.reduce_sum(tf.cast(predicted == labels, tf.int64)))
-    total += int(labels.shape[0])
-  return correct / max(1, total)
-
-
-def model_logits(model: tf_keras.Model) -> Callable:
-  return lambda features: model({name: features[name] for name in model.input_names},
-                                training=False)
 
 
 def ensemble(students: List[tf_keras.Model], name: str) -> tf_keras.Model:
@@ -220,22 +225,48 @@ class Distillation:
   """One Distiller execution: checks, optional tuning, final and baseline students."""
 
   def __init__(self, fn_args, build_student: StudentBuilder, teacher_paths: Sequence[str],
-               settings: DistillationSettings):
+               settings: DistillationSettings, statistics_uri: Optional[str] = None):
     self.fn_args = fn_args
     self.build_student = build_student
     self.settings = settings
-    self.run = modeling.TrainingRun.from_fn_args(fn_args)
-    self.hyperparameters = getattr(fn_args, 'hyperparameters', None)
-    self.num_classes = modeling.num_classes(self.run.tf_transform_output)
     self.logger = progress.get_logger()
-    with self.run.strategy.scope():
-      self.teachers = [teachers_lib.load_teacher(path, settings.teacher_output)
-                       for path in teacher_paths]
-    features, _ = next(iter(self.run.eval_dataset().take(1)))
+    self.teachers = []
+
+    def load_teachers_and_resolve_classes(strategy):
+      with strategy.scope():
+        self.teachers = [teachers_lib.load_teacher(path, settings.teacher_output)
+                         for path in teacher_paths]
+      return labels.resolve(tft.TFTransformOutput(fn_args.transform_output), settings.label_key,
+                            settings.num_classes, self.teachers[0].num_outputs, statistics_uri)
+
+    self.run = modeling.TrainingRun.from_fn_args(
+        fn_args, label_key=settings.label_key, label_column=settings.label_column,
+        resolve_classes=load_teachers_and_resolve_classes)
+    self.num_classes = self.run.classes.num_classes
+    self.check_labels()
+    # Build_student learns the label from the hyperparameters it is given.
+    hyperparameters = getattr(fn_args, 'hyperparameters', None)
+    self.hyperparameters = {**(hyperparameters if isinstance(hyperparameters, dict) else {}),
+                            'label_key': settings.label_key, 'num_classes': self.num_classes}
+    self.eval_set = measuring.from_transformed_examples(
+        fn_args.eval_files, measuring.CHOOSE_SPLIT, self.run.tf_transform_output,
+        settings.label_key, settings.eval_examples, self.run.options.compression)
+    features = {name: tf.constant(values[:64])
+                for name, values in self.eval_set.features.items()}
     for teacher in self.teachers:
-      teachers_lib.check_teacher(teacher, features, self.run.units, self.num_classes)
+      teachers_lib.check_teacher(teacher, features, self.run.units, self.num_classes,
+                                 settings.teacher_output)
     check_student(self.build_student(self.run.tf_transform_output, self.hyperparameters),
-                  self.run.units, self.num_classes, features)
+                  self.run.units, self.num_classes, features, settings.label_key)
+
+  def check_labels(self) -> None:
+    """Refuses, before any training, a label that can not train a classifier."""
+    counts = {split: labels.count_values(files, self.run.tf_transform_output,
+                                         self.settings.label_key, self.run.options.compression)
+              for split, files in (('train', self.fn_args.train_files),
+                                   ('eval', self.fn_args.eval_files))}
+    labels.check_counts(counts, self.settings.label_key, self.settings.label_column,
+                        self.num_classes)
 
   def train_student(self, temperature: float, alpha: float, name: str,
                     record_dataset_fn=None) -> tf_keras.Model:
@@ -265,26 +296,34 @@ class Distillation:
     with self.run.strategy.scope():
       return ensemble(students, name.replace(' ', '_').replace('=', ''))
 
+  @staticmethod
+  def scorer(student: tf_keras.Model) -> measuring.Scorer:
+    scorer = measuring.keras_scorer(student)
+    scorer.output_kind = 'logits'  # Students emit logits by contract.
+    return scorer
+
   def tune(self) -> Tuple[float, float, List[dict], float]:
     """Grid search on the held-out slice; returns best T, alpha, all trials, scratch's accuracy."""
     compression = self.run.options.compression
     percent = self.settings.validation_percent
     training_slice = reading.hash_slice(compression, percent, held_out=False)
-    validation = self.run.eval_dataset(self.fn_args.train_files,
-                                       reading.hash_slice(compression, percent, held_out=True))
+    validation = measuring.from_transformed_examples(
+        self.fn_args.train_files, 'train (held-out slice)', self.run.tf_transform_output,
+        self.settings.label_key, self.settings.eval_examples, compression,
+        reading.hash_slice(compression, percent, held_out=True))
     trials = []
     grid = list(itertools.product(self.settings.temperatures, self.settings.alphas))
     for number, (temperature, alpha) in enumerate(grid, start=1):
       student = self.train_student(temperature, alpha,
                                    f'trial{number}-T{temperature:g}-alpha{alpha:g}',
                                    training_slice)
-      trial_accuracy = accuracy(model_logits(student), validation, self.run.eval_steps)
+      trial_accuracy = measuring.accuracy(self.scorer(student), validation)
       trials.append({'temperature': float(temperature), 'alpha': float(alpha),
                      'validation_accuracy': trial_accuracy})
       self.logger.info('tuning trial %d/%d: temperature=%g alpha=%g validation accuracy %.4f',
                        number, len(grid), temperature, alpha, trial_accuracy)
     scratch = self.train_student(1.0, 1.0, 'trial-scratch', training_slice)
-    scratch_accuracy = accuracy(model_logits(scratch), validation, self.run.eval_steps)
+    scratch_accuracy = measuring.accuracy(self.scorer(scratch), validation)
     self.logger.info('tuning: from-scratch student validation accuracy %.4f', scratch_accuracy)
     best = max(trials, key=lambda trial: trial['validation_accuracy'])
     return best['temperature'], best['alpha'], trials, scratch_accuracy
@@ -298,23 +337,25 @@ class Distillation:
       temperature, alpha, trials, scratch_validation_accuracy = self.tune()
       self.logger.info('tuning chose temperature=%g alpha=%g', temperature, alpha)
     student = self.train_student(temperature, alpha, 'student')
-    eval_dataset = self.run.eval_dataset()
-    steps = self.run.eval_steps
+    eval_set = self.eval_set
     metrics = {
-        'teacher_accuracy': [accuracy(teacher.logits, eval_dataset, steps)
-                             for teacher in self.teachers],
-        'teacher_parameters': [int(teacher.model.count_params()) for teacher in self.teachers],
+        'teacher_accuracy': [measuring.accuracy(teacher, eval_set) for teacher in self.teachers],
+        'teacher_parameters': [teacher.count_params() for teacher in self.teachers],
         'teacher_output_kinds': [teacher.output_kind for teacher in self.teachers],
-        'student_accuracy': accuracy(model_logits(student), eval_dataset, steps),
+        'teacher_formats': [teacher.format for teacher in self.teachers],
+        'student_accuracy': measuring.accuracy(self.scorer(student), eval_set),
         'student_parameters': int(student.count_params()),
-        'majority_accuracy': self.run.majority_accuracy(),
+        'majority_accuracy': measuring.majority_accuracy(eval_set.labels),
+        'label_key': self.settings.label_key,
+        **self.run.classes.describe(),
         'temperature': temperature,
         'alpha': alpha,
         'multi_teacher_mode': settings.multi_teacher_mode,
         'tuned': settings.tune,
         'trials': trials,
         'exported_student': 'distilled',
-        'eval_steps': steps,
+        'eval_split': eval_set.split,
+        'eval_examples': eval_set.size,
         'train_steps': self.run.epochs * self.run.steps_per_epoch,
     }
     metrics['teacher_parameters_total'] = sum(metrics['teacher_parameters'])
@@ -323,7 +364,7 @@ class Distillation:
     exported = student
     if settings.train_baseline or settings.tune:
       scratch = self.train_student(1.0, 1.0, 'scratch')
-      metrics['scratch_accuracy'] = accuracy(model_logits(scratch), eval_dataset, steps)
+      metrics['scratch_accuracy'] = measuring.accuracy(self.scorer(scratch), eval_set)
       if settings.tune:
         metrics['scratch_validation_accuracy'] = scratch_validation_accuracy
         best_distilled = max(trial['validation_accuracy'] for trial in trials)

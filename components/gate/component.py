@@ -9,18 +9,22 @@ from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_artifacts
 
 from components.common import artifacts
+from components.common import labels
 from components.gate import executor
 from components.gate import spec as gate_spec
 
 
 class AccuracyGate(base_component.BaseComponent):
-  """Compares each candidate with the teacher on the eval split and blesses one.
+  """Compares each candidate with the teacher on the held-out split and blesses one.
 
   TFMA's Evaluator can not apply the transform graph in front of a TFLite model
-  that reads transformed features, so the gate measures every candidate itself
-  (SavedModels through Keras, TFLite through the interpreter) on the same eval
-  examples. A candidate passes when its accuracy is at most `max_accuracy_drop`
-  below the teacher's and it is at most `max_model_bytes` large; the smallest
+  that reads transformed features, so the gate measures every candidate itself,
+  through the one measuring path (`components.common.measuring`): the same raw
+  examples of the `test` split (`eval` when the examples have no `test`),
+  transformed by the transform graph; size is the folder the Pusher would push;
+  batch-1 latency pays for parsing and the transform. A candidate passes when
+  its accuracy is above the majority class, at most `max_accuracy_drop` below
+  the teacher's, and it is at most `max_model_bytes` large; the smallest
   passing one is blessed and copied to `model`, and every other one gets its
   reason. `blessing` is a standard ModelBlessing, so the stock Pusher pushes
   only a blessed model; a gate that blesses nothing is a normal outcome. The
@@ -29,11 +33,12 @@ class AccuracyGate(base_component.BaseComponent):
   Example:
 
     gate = AccuracyGate(
-        examples=transform.outputs['transformed_examples'],
+        examples=example_gen.outputs['examples'],
         transform_graph=transform.outputs['transform_graph'],
         baseline_model=trainer.outputs['model'],
         candidate_models=[distiller.outputs['model'], quantizer.outputs['quantized_model']],
         candidate_names=['student', 'int8'],
+        label_key='species_xf', label_column='species',
         max_accuracy_drop=0.01)
     pusher = tfx.components.Pusher(model=gate.outputs['model'],
                                    model_blessing=gate.outputs['blessing'], ...)
@@ -51,20 +56,25 @@ class AccuracyGate(base_component.BaseComponent):
                max_accuracy_drop: float = 0.01,
                max_model_bytes: Optional[int] = None,
                eval_examples: int = 2000,
-               latency_runs: int = 200):
+               latency_runs: int = 200,
+               label_key: str = 'label',
+               label_column: str = 'label'):
     """Constructs an AccuracyGate.
 
     Args:
-      examples: Transformed examples; the `eval` split is scored.
-      transform_graph: The transform graph of those examples.
+      examples: Raw examples (ExampleGen's, as for TFX's Evaluator); the `test`
+        split is scored, or `eval` when there is no `test`.
+      transform_graph: The transform graph, applied to them.
       baseline_model: The teacher's Model channel.
-      candidate_models: 1 to 6 Model channels (SavedModel or Quantizer TFLite).
+      candidate_models: 1 to 8 Model channels (SavedModel or Quantizer TFLite).
       candidate_names: A distinct name per candidate (default candidate_1, ...).
       max_accuracy_drop: Largest allowed accuracy drop against the teacher, as a
         fraction in [0, 1] (0.01 is one point).
       max_model_bytes: Largest allowed model size; None for no limit.
       eval_examples: At most this many eval examples are scored (>= 1).
       latency_runs: Batch-1 calls timed per median latency (>= 1).
+      label_key: The transformed label feature (TFMA's name).
+      label_column: The raw label column, which serving requests lack.
 
     Raises:
       ValueError: naming the argument that is not allowed.
@@ -87,6 +97,9 @@ class AccuracyGate(base_component.BaseComponent):
         max_model_bytes, bool) or max_model_bytes < 1):
       raise ValueError(f'max_model_bytes must be an integer >= 1 or None; got '
                        f'{max_model_bytes!r}.')
+    labels.validate_label_key(label_key)
+    if not isinstance(label_column, str) or not label_column:
+      raise ValueError(f'label_column must name the raw label column; got {label_column!r}.')
     for name, value in (('eval_examples', eval_examples), ('latency_runs', latency_runs)):
       if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f'{name} must be an integer >= 1; got {value!r}.')
@@ -95,7 +108,8 @@ class AccuracyGate(base_component.BaseComponent):
         **dict(zip(gate_spec.CANDIDATE_MODEL_KEYS, candidate_models)),
         candidate_names=json.dumps(names), max_accuracy_drop=float(max_accuracy_drop),
         max_model_bytes=-1 if max_model_bytes is None else max_model_bytes,
-        eval_examples=eval_examples, latency_runs=latency_runs,
+        eval_examples=eval_examples, latency_runs=latency_runs, label_key=label_key,
+        label_column=label_column,
         model=types.Channel(type=standard_artifacts.Model),
         blessing=types.Channel(type=standard_artifacts.ModelBlessing),
         report=types.Channel(type=artifacts.ModelMetrics)))

@@ -1,11 +1,12 @@
-"""AccuracyGate's executor: measure every candidate like the teacher, bless the smallest that passes."""
+"""AccuracyGate's executor: measure every candidate like the teacher, bless the smallest that passes.
+
+Every model goes through `measuring`, on the same raw examples of the held-out split."""
 
 import json
 import os
 from typing import Any, Dict, List
 
 import tensorflow as tf
-import tf_keras
 import tensorflow_transform as tft
 from tfx import types
 from tfx.dsl.components.base import base_executor
@@ -13,13 +14,12 @@ from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 
 from components.common import evaluation
+from components.common import labels
 from components.common import measuring
 from components.common import modeling
 from components.common import progress
-from components.common import reading
 from components.gate import report
 from components.gate import spec as gate_spec
-from components.quantizer import predict
 
 
 def copy_tree(source: str, destination: str) -> None:
@@ -35,22 +35,6 @@ def copy_tree(source: str, destination: str) -> None:
   if tf.io.gfile.exists(destination):
     tf.io.gfile.rmtree(destination)
   tf.io.gfile.rename(temporary, destination)
-
-
-def measure(model_dir: str, batches, latency_runs: int) -> Dict[str, Any]:
-  """Size, accuracy and batch-1 latency of a TFLite or Keras SavedModel folder."""
-  if tf.io.gfile.exists(os.path.join(model_dir, predict.MODEL_FILE_NAME)):
-    predictor = predict.TFLitePredictor(model_dir)
-    example = measuring.one_example(batches)
-    return {'format': 'tflite',
-            'size_bytes': evaluation.directory_bytes(
-                os.path.join(model_dir, predict.MODEL_FILE_NAME)),
-            'accuracy': measuring.accuracy_of(predictor.logits, batches),
-            'latency_ms': measuring.median_latency_ms(lambda: predictor.logits_one(example),
-                                                      latency_runs)}
-  model = tf_keras.models.load_model(model_dir, compile=False)
-  return {'format': 'saved_model', **measuring.keras_figures(model, model_dir, batches,
-                                                             latency_runs)}
 
 
 class Executor(base_executor.BaseExecutor):
@@ -72,21 +56,35 @@ class Executor(base_executor.BaseExecutor):
     max_bytes = int(exec_properties[gate_spec.MAX_MODEL_BYTES_KEY])
     latency_runs = int(exec_properties[gate_spec.LATENCY_RUNS_KEY])
     names = json.loads(exec_properties[gate_spec.CANDIDATE_NAMES_KEY])
-    batches = measuring.eval_batches(
-        os.path.join(artifact_utils.get_split_uri([examples], 'eval'), '*'),
-        tf_transform_output, int(exec_properties[gate_spec.EVAL_EXAMPLES_KEY]),
-        compression=reading.read_options(examples.uri).compression)
+    label_key = exec_properties.get(gate_spec.LABEL_KEY_KEY) or labels.DEFAULT_LABEL_KEY
+    label_column = exec_properties.get(gate_spec.LABEL_COLUMN_KEY) or labels.DEFAULT_LABEL_KEY
+    # The held-out test split decides; a two-split user pipeline falls back to eval.
+    split = measuring.report_split(examples.uri)
+    if split != measuring.REPORT_SPLIT:
+      logger.warning('WARNING: AccuracyGate: the examples have no %r split; deciding on %r, '
+                     'which the Pruner\'s search (and any tuning) also chose by.',
+                     measuring.REPORT_SPLIT, split)
+    evaluation_set = measuring.from_raw_examples(
+        examples.uri, split, tf_transform_output, label_key, label_column,
+        int(exec_properties[gate_spec.EVAL_EXAMPLES_KEY]))
+    majority = measuring.majority_accuracy(evaluation_set.labels)
 
-    baseline = measure(evaluation.serving_model_path(artifact_utils.get_single_uri(
-        input_dict[gate_spec.BASELINE_MODEL_KEY])), batches, latency_runs)
+    baseline_dir = evaluation.serving_model_path(artifact_utils.get_single_uri(
+        input_dict[gate_spec.BASELINE_MODEL_KEY]))
+    baseline = {'model_dir': baseline_dir,
+                **measuring.measure(baseline_dir, evaluation_set, latency_runs)}
     candidates = []
     for key, name in zip(gate_spec.CANDIDATE_MODEL_KEYS, names):
       if not input_dict.get(key):
         continue
       model_dir = evaluation.serving_model_path(artifact_utils.get_single_uri(input_dict[key]))
-      figures = measure(model_dir, batches, latency_runs)
+      figures = measuring.measure(model_dir, evaluation_set, latency_runs)
       drop = baseline['accuracy'] - figures['accuracy']
       reasons = []
+      if figures['accuracy'] <= majority:
+        reasons.append(f'accuracy {figures["accuracy"]:.4f} is at or below the majority class '
+                       f'({majority:.4f}): it learnt less than always guessing the commonest '
+                       'class')
       if drop > max_drop:
         reasons.append(f'accuracy {figures["accuracy"]:.4f} is {drop:.4f} below the teacher\'s '
                        f'{baseline["accuracy"]:.4f}; at most {max_drop:.4f} is allowed')
@@ -111,8 +109,10 @@ class Executor(base_executor.BaseExecutor):
         'max_model_bytes': max_bytes if max_bytes >= 0 else None,
         'teacher': baseline,
         'candidates': candidates,
-        'majority_accuracy': measuring.majority_accuracy(batches),
-        'eval_examples': int(sum(len(labels) for _, labels in batches)),
+        'majority_accuracy': majority,
+        'eval_examples': evaluation_set.size,
+        'split': split,
+        'label_key': label_key,
     }
     model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
     if chosen:

@@ -37,7 +37,7 @@ def _plot(decision: Dict[str, Any], path: str) -> None:
     axis.axhline(decision['majority_accuracy'], linestyle=':', color='grey', linewidth=1)
     axis.set_xscale('log')
     axis.set_xlabel(label)
-    axis.set_ylabel('eval accuracy')
+    axis.set_ylabel(f"{decision.get('split', 'eval')} accuracy")
   size_axis.set_title('accuracy vs size (dashed: gate floor, dotted: majority class)',
                       fontsize=9)
   latency_axis.set_title('accuracy vs latency (green passed, red rejected, * chosen)',
@@ -86,7 +86,7 @@ tr.chosen{{background:#e6ffe6}} tr.rejected{{background:#ffecec}}</style></head>
 <p>{verdict} {pushed}</p>
 <p>Gate: accuracy drop at most {decision["max_accuracy_drop"]:.4f} against the teacher
 {f"and size at most {int(limit)} bytes" if limit is not None else "(no size limit)"}, on
-{decision["eval_examples"]} eval examples (majority class {decision["majority_accuracy"]:.4f}).</p>
+{decision["eval_examples"]} {escape(decision.get("split", "eval"))} examples (majority class {decision["majority_accuracy"]:.4f}).</p>
 <table><tr><th>model</th><th>format</th><th>accuracy</th><th>drop</th><th>bytes</th>
 <th>latency (ms)</th><th>gate</th><th>why</th></tr>
 {chr(10).join(rows)}

@@ -10,7 +10,7 @@ from components.common import artifacts
 BASELINE_MODEL_KEY = 'baseline_model'
 CANDIDATE_MODEL_KEY = 'candidate_model'
 # One key per candidate: a union channel would lose which candidate is which.
-MAX_CANDIDATES = 6
+MAX_CANDIDATES = 8
 CANDIDATE_MODEL_KEYS = (CANDIDATE_MODEL_KEY,) + tuple(
     f'{CANDIDATE_MODEL_KEY}_{position}' for position in range(1, MAX_CANDIDATES))
 CANDIDATE_NAMES_KEY = 'candidate_names'
@@ -19,6 +19,8 @@ MAX_MODEL_BYTES_KEY = 'max_model_bytes'
 EVAL_EXAMPLES_KEY = 'eval_examples'
 LATENCY_RUNS_KEY = 'latency_runs'
 REPORT_KEY = 'report'
+LABEL_KEY_KEY = 'label_key'
+LABEL_COLUMN_KEY = 'label_column'
 
 
 class AccuracyGateSpec(types.ComponentSpec):
@@ -31,6 +33,8 @@ class AccuracyGateSpec(types.ComponentSpec):
       MAX_MODEL_BYTES_KEY: component_spec.ExecutionParameter(type=int),
       EVAL_EXAMPLES_KEY: component_spec.ExecutionParameter(type=int),
       LATENCY_RUNS_KEY: component_spec.ExecutionParameter(type=int),
+      LABEL_KEY_KEY: component_spec.ExecutionParameter(type=str),
+      LABEL_COLUMN_KEY: component_spec.ExecutionParameter(type=str),
   }
   INPUTS = {
       standard_component_specs.EXAMPLES_KEY:

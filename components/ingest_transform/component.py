@@ -5,6 +5,7 @@ from typing import Any, Dict, Optional
 from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
 
+from components.common import labels
 from components.common import modules
 from components.common import parameters
 from components.common import reading
@@ -53,6 +54,7 @@ class IngestionTransform(tfx.components.Transform):
                shuffle_buffer: int = 10_000,
                direct_num_processes: Optional[int] = None,
                packed_block_size: int = reading.DEFAULT_PACKED_BLOCK_SIZE,
+               label_key: Optional[str] = None,
                **transform_kwargs):
     """Constructs an IngestionTransform.
 
@@ -79,6 +81,11 @@ class IngestionTransform(tfx.components.Transform):
         each split (`<uri>/packed/Split-<name>/`), which readers parse many times
         faster than one `tf.Example` per example; 0 writes none. Only written
         when every transformed feature has a fixed shape.
+      label_key: The transformed label feature. When given, the label is checked
+        in every split before anything trains on it: fewer than two classes, a
+        continuous-looking label, or a value the transform could not map to a
+        class (named, with the raw `custom_config['label_column']` value) stops
+        the run. None checks nothing, as stock Transform.
       **transform_kwargs: Other Transform arguments (analyzer_cache,
         disable_statistics, materialize, ...).
 
@@ -95,6 +102,8 @@ class IngestionTransform(tfx.components.Transform):
     if not reading.is_count(packed_block_size) or packed_block_size < 0:
       raise ValueError('packed_block_size must be an integer >= 0 (0 writes no packed copy); '
                        f'got {packed_block_size!r}.')
+    if label_key is not None:
+      labels.validate_label_key(label_key)
     if module_file and not preprocessing_fn:
       modules.check_module_defines(module_file, 'preprocessing_fn', '(inputs)')
     parameters.refuse_secrets('custom_config', custom_config)
@@ -121,6 +130,7 @@ class IngestionTransform(tfx.components.Transform):
            ingest_spec.SHUFFLE_BUFFER_KEY: shuffle_buffer,
            ingest_spec.DIRECT_NUM_PROCESSES_KEY:
                -1 if direct_num_processes is None else direct_num_processes,
-           ingest_spec.PACKED_BLOCK_SIZE_KEY: packed_block_size})
+           ingest_spec.PACKED_BLOCK_SIZE_KEY: packed_block_size,
+           ingest_spec.LABEL_KEY_KEY: label_key})
 
   EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)

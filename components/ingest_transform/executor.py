@@ -1,6 +1,7 @@
 """IngestionTransform's executor: TFX's Transform executor with sharded, recorded output."""
 
 import contextlib
+import json
 import os
 from typing import Any, Dict, List
 
@@ -13,6 +14,8 @@ from tfx.types import standard_component_specs
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import schema_utils
 
+from components.common import evaluation
+from components.common import labels as label_checks
 from components.common import modules
 from components.common import progress
 from components.common import reading
@@ -149,6 +152,46 @@ def write_options(uri: str, options: reading.IngestionOptions) -> None:
   tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
 
 
+def check_labels(input_dict, output_dict, exec_properties, label_key: str) -> None:
+  """Refuses a label that can not train a classifier, before anything trains on it.
+
+  Raises:
+    label_checks.LabelError: naming the label, the column, the split and the count,
+      with the raw values the transform could not map to a class.
+  """
+  import tensorflow_transform as tft  # pylint: disable=g-import-not-at-top
+  graph = output_dict[standard_component_specs.TRANSFORM_GRAPH_KEY][0].uri
+  tf_transform_output = tft.TFTransformOutput(graph)
+  custom_config = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)
+                             or 'null') or {}
+  label_column = custom_config.get('label_column')
+  transformed = output_dict[standard_component_specs.TRANSFORMED_EXAMPLES_KEY][0]
+  counts = {split: label_checks.count_values(os.path.join(transformed.uri, f'Split-{split}', '*'),
+                                       tf_transform_output, label_key)
+            for split in label_checks.splits_present(transformed.uri)}
+  try:
+    classes = label_checks.from_schema(tf_transform_output, label_key)
+    label_checks.check_counts(counts, label_key, label_column,
+                        classes.num_classes if classes else None)
+  except label_checks.LabelError as error:
+    raw = input_dict[standard_component_specs.EXAMPLES_KEY][0]
+    unmapped = {}
+    for split, split_counts in counts.items():
+      if label_column and any(value < 0 for value in split_counts):
+        unmapped[split] = label_checks.unmapped_raw_values(
+            evaluation.read_serialized_examples(os.path.join(raw.uri, f'Split-{split}', '*')),
+            tf_transform_output, label_key, label_column)
+    if unmapped:
+      named = '; '.join(f'{split}: {values[:10]}' for split, values in sorted(unmapped.items()))
+      raise label_checks.LabelError(f'{error} Raw {label_column!r} values the train split never '
+                              f'had: {named}.') from None
+    raise
+  progress.get_logger().info('IngestionTransform: label %r has %d classes in train (%s)',
+                             label_key, len(counts.get('train', {})),
+                             ', '.join(f'{split}: {sum(value.values())} rows'
+                                       for split, value in sorted(counts.items())))
+
+
 class Executor(transform_executor.Executor):
   """Runs TFX's Transform, then records how the output should be read."""
 
@@ -179,6 +222,9 @@ class Executor(transform_executor.Executor):
           cache=cache,
           cache_path=exec_properties.get(ingest_spec.CACHE_PATH_KEY) or '',
           shuffle_buffer=int(exec_properties[ingest_spec.SHUFFLE_BUFFER_KEY]))
+      label_key = exec_properties.get(ingest_spec.LABEL_KEY_KEY)
+      if label_key:
+        check_labels(input_dict, output_dict, exec_properties, label_key)
       for artifact in transformed:
         write_options(artifact.uri, options)
       progress.get_logger().info('IngestionTransform: readers will use %s', options.to_json())

@@ -13,6 +13,8 @@ SHUFFLE_BUFFER_KEY = 'shuffle_buffer'
 PACKED_BLOCK_SIZE_KEY = 'packed_block_size'
 # -1: choose by data size, 0: Beam's in-memory DirectRunner, N > 0: N processes.
 DIRECT_NUM_PROCESSES_KEY = 'direct_num_processes'
+# The transformed label, checked after the transform; absent: no check.
+LABEL_KEY_KEY = 'label_key'
 
 
 class IngestionTransformSpec(standard_component_specs.TransformSpec):
@@ -28,6 +30,7 @@ class IngestionTransformSpec(standard_component_specs.TransformSpec):
       SHUFFLE_BUFFER_KEY: component_spec.ExecutionParameter(type=int),
       DIRECT_NUM_PROCESSES_KEY: component_spec.ExecutionParameter(type=int),
       PACKED_BLOCK_SIZE_KEY: component_spec.ExecutionParameter(type=int, optional=True),
+      LABEL_KEY_KEY: component_spec.ExecutionParameter(type=str, optional=True),
   }
   INPUTS = standard_component_specs.TransformSpec.INPUTS
   OUTPUTS = standard_component_specs.TransformSpec.OUTPUTS

@@ -11,6 +11,7 @@ from tfx.types import standard_artifacts
 from tfx.utils import json_utils
 
 from components.common import artifacts
+from components.common import labels
 from components.common import parameters
 from components.pruner import executor
 from components.pruner import spec as pruner_spec
@@ -54,8 +55,8 @@ def validate(target_sparsity, schedule, begin_step, end_step, block_size, m_by_n
       raise ValueError(f'm_by_n (m, n) needs m < n (e.g. (2, 4)); got {tuple(m_by_n)}.')
   if max_accuracy_drop is not None and (
       not isinstance(max_accuracy_drop, (int, float)) or isinstance(max_accuracy_drop, bool)
-      or not 0.0 <= max_accuracy_drop < 1.0):
-    raise ValueError('max_accuracy_drop must be a fraction in [0, 1) (0.01 is one point); got '
+      or not 0.0 <= max_accuracy_drop <= 1.0):
+    raise ValueError('max_accuracy_drop must be a fraction in [0, 1] (0.01 is one point); got '
                      f'{max_accuracy_drop!r}.')
   if not sparsities or any(not _is_fraction(value, low_open=True) for value in sparsities):
     raise ValueError(f'sparsities must be numbers in (0, 1); got {sparsities!r}.')
@@ -69,18 +70,22 @@ class Pruner(base_component.BaseComponent):
 
   `prune_low_magnitude` (on every prunable layer; Dense and Conv2D only for an
   m-by-n pattern), fine-tuning with `UpdatePruningStep` on the training split,
-  `strip_pruning`, then a SavedModel with the input model's signatures. With
-  `max_accuracy_drop`, `sparsities` are tried in rising order against half of
-  the eval split (the input model has seen all of the training split) and the
-  highest within the budget is kept; every trial is recorded. The metrics artifact holds per-layer sparsity, gzip sizes of the
-  dense and pruned float32 TFLite files and both accuracies on the eval split.
+  `strip_pruning`, then a SavedModel with the input model's signatures. Layers
+  tfmot can not prune stay dense; the metrics name the pruned and the skipped
+  ones, and only a model with nothing to prune is an error. With
+  `max_accuracy_drop`, `sparsities` are tried in rising order on the eval split
+  and the highest within the budget (against `baseline_model`, the teacher,
+  when given) is kept; every trial is recorded. The metrics artifact holds
+  per-layer sparsity, gzip sizes of the dense and pruned float32 TFLite files
+  and the accuracies on the eval split.
 
   Example:
 
     pruner = Pruner(model=distiller.outputs['model'],
                     examples=transform.outputs['transformed_examples'],
                     transform_graph=transform.outputs['transform_graph'],
-                    target_sparsity=0.8, label_column='tips',
+                    max_accuracy_drop=0.01, baseline_model=trainer.outputs['model'],
+                    label_key='tips_xf', label_column='tips',
                     train_args=tfx.proto.TrainArgs(num_steps=500))
   """
 
@@ -100,6 +105,8 @@ class Pruner(base_component.BaseComponent):
                max_accuracy_drop: Optional[float] = None,
                sparsities: Sequence[float] = DEFAULT_SPARSITIES,
                label_column: str = 'label',
+               label_key: str = 'label',
+               baseline_model: Optional[types.BaseChannel] = None,
                train_args: Optional[tfx.proto.TrainArgs] = None,
                eval_args: Optional[tfx.proto.EvalArgs] = None,
                custom_config: Optional[Dict[str, Any]] = None):
@@ -117,10 +124,14 @@ class Pruner(base_component.BaseComponent):
         70% of the training steps.
       block_size: Prune (rows, columns) blocks together, e.g. (1, 4).
       m_by_n: Structured sparsity, e.g. (2, 4): 2 zeros in every 4 weights.
-      max_accuracy_drop: Search `sparsities` for the highest one whose
-        validation accuracy is within this drop (0.01 = one point).
+      max_accuracy_drop: Search `sparsities` for the highest one whose eval
+        accuracy is within this drop (0.01 = one point) of `baseline_model`'s
+        (of the input model's without one).
       sparsities: Levels tried by the search.
       label_column: Raw label column, absent from serving requests.
+      label_key: The transformed label feature (TFMA's name).
+      baseline_model: The gate's baseline (the teacher). With it, the budget is
+        the gate's own, so what the Pruner keeps also passes the gate.
       train_args: Fine-tuning steps (default 500).
       eval_args: Kept for symmetry with Trainer; the eval split is scored whole
         (up to 5,000 examples).
@@ -132,6 +143,7 @@ class Pruner(base_component.BaseComponent):
     parameters.refuse_secrets('custom_config', custom_config)
     validate(target_sparsity, schedule, begin_step, end_step, block_size, m_by_n,
              max_accuracy_drop, sparsities)
+    labels.validate_label_key(label_key)
     super().__init__(spec=pruner_spec.PrunerSpec(
         model=model, examples=examples, transform_graph=transform_graph,
         target_sparsity=float(target_sparsity), schedule=schedule, begin_step=begin_step,
@@ -142,6 +154,8 @@ class Pruner(base_component.BaseComponent):
                            else None),
         sparsities=json.dumps([float(value) for value in sparsities]),
         label_column=label_column,
+        label_key=label_key,
+        baseline_model=baseline_model,
         train_args=train_args or tfx.proto.TrainArgs(num_steps=500),
         eval_args=eval_args or tfx.proto.EvalArgs(num_steps=100),
         custom_config=json_utils.dumps(custom_config),

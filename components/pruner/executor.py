@@ -2,10 +2,9 @@
 
 import json
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
-import tensorflow as tf
 import tf_keras
 import tensorflow_model_optimization as tfmot
 # The public API has no "is this layer prunable?"; the registry it consults does.
@@ -20,6 +19,7 @@ from tfx.proto import trainer_pb2
 
 from components.common import callbacks
 from components.common import evaluation
+from components.common import labels
 from components.common import measuring
 from components.common import modeling
 from components.common import progress
@@ -31,8 +31,6 @@ from components.quantizer import conversion
 M_BY_N_LAYERS = (tf_keras.layers.Dense, tf_keras.layers.Conv2D)
 PRUNED_WEIGHTS = ('kernel', 'embeddings', 'depthwise_kernel')
 EVAL_EXAMPLES = 5000
-# Share of the eval split (by record hash) that decides the accuracy-budget search.
-VALIDATION_PERCENT = 50
 # Where the polynomial schedule starts, as in tfmot's pruning guide (capped by the target).
 INITIAL_SPARSITY = 0.5
 # Mask updates between begin_step and end_step.
@@ -87,25 +85,41 @@ class Executor(base_executor.BaseExecutor):
     custom_config = json.loads(exec_properties.get('custom_config') or 'null') or {}
     self.batch_size = int(custom_config.get('batch_size', 64))
     self.learning_rate = float(custom_config.get('learning_rate', 1e-4))
+    self.label_key = exec_properties.get(pruner_spec.LABEL_KEY_KEY) or labels.DEFAULT_LABEL_KEY
     train_args = trainer_pb2.TrainArgs()
     proto_utils.json_to_proto(exec_properties['train_args'], train_args)
     self.train_steps = max(1, train_args.num_steps)
     self.compression = reading.read_options(examples.uri).compression
     self.train_pattern = os.path.join(artifact_utils.get_split_uri([examples], 'train'), '*')
-    self.eval_pattern = os.path.join(artifact_utils.get_split_uri([examples], 'eval'), '*')
+    # What the Pruner chooses by is measured on eval; the gate reports on test.
+    self.eval_set = measuring.from_examples_artifact(
+        examples.uri, measuring.CHOOSE_SPLIT, self.tf_transform_output, self.label_key,
+        EVAL_EXAMPLES)
 
-    dense = self._load()
-    batches = measuring.eval_batches(self.eval_pattern, self.tf_transform_output, EVAL_EXAMPLES,
-                                     compression=self.compression)
-    dense_accuracy = measuring.accuracy_of(measuring.keras_logits_fn(dense), batches)
+    dense_scorer = measuring.load_scorer(self.input_model_dir)
+    if dense_scorer.keras_model is None:
+      raise ValueError(
+          f'The Pruner found nothing to prune: the model at {self.input_model_dir} was saved '
+          f'without Keras metadata ({dense_scorer.format}), so its layers can not be wrapped. '
+          'Export it with model.save() (our DistributedTrainer and Distiller do).')
+    self.output_kind = dense_scorer.output_kind or dense_scorer.resolve_output_kind(
+        next(self.eval_set.batches(64)))
+    dense_accuracy = measuring.accuracy(dense_scorer, self.eval_set)
+    baseline = input_dict.get(pruner_spec.BASELINE_MODEL_KEY)
+    baseline_accuracy, baseline_name = dense_accuracy, 'input model'
+    if baseline:
+      baseline_accuracy = measuring.accuracy(measuring.load_scorer(
+          evaluation.serving_model_path(artifact_utils.get_single_uri(baseline))), self.eval_set)
+      baseline_name = 'baseline (teacher)'
     max_drop = exec_properties.get(pruner_spec.MAX_ACCURACY_DROP_KEY)
     trials = []
     if max_drop is None:
       sparsity = float(exec_properties[pruner_spec.TARGET_SPARSITY_KEY])
       pruned = self._prune(sparsity)
     else:
-      sparsity, pruned, trials = self._search(float(max_drop))
-    pruned_accuracy = measuring.accuracy_of(measuring.keras_logits_fn(pruned), batches)
+      sparsity, pruned, trials = self._search(float(max_drop), baseline_accuracy,
+                                              dense_accuracy, baseline_name)
+    pruned_accuracy = measuring.accuracy(self._scorer(pruned), self.eval_set)
     modeling.export_serving_model(pruned, self.tf_transform_output,
                                   exec_properties[pruner_spec.LABEL_COLUMN_KEY], output_dir)
     dense_flatbuffer = conversion.convert(self._load())
@@ -114,24 +128,36 @@ class Executor(base_executor.BaseExecutor):
         'target_sparsity': sparsity,
         'sparsity': overall_sparsity(pruned),
         'layer_sparsity': layer_sparsity(pruned),
+        'pruned_layers': self.pruned_layers,
+        'skipped_layers': self.skipped_layers,
         'dense_accuracy': dense_accuracy,
         'pruned_accuracy': pruned_accuracy,
         'accuracy_drop': dense_accuracy - pruned_accuracy,
-        'majority_accuracy': measuring.majority_accuracy(batches),
+        'baseline_accuracy': baseline_accuracy,
+        'budget_against': baseline_name,
+        'majority_accuracy': measuring.majority_accuracy(self.eval_set.labels),
         'dense_gzip_bytes': measuring.gzip_bytes(dense_flatbuffer),
         'pruned_gzip_bytes': measuring.gzip_bytes(pruned_flatbuffer),
         'dense_tflite_bytes': len(dense_flatbuffer),
-        'size_bytes': evaluation.directory_bytes(output_dir),
+        'size_bytes': measuring.size_bytes(output_dir),
         'schedule': exec_properties[pruner_spec.SCHEDULE_KEY],
         'train_steps': self.train_steps,
         'trials': trials,
-        'eval_examples': int(sum(len(labels) for _, labels in batches)),
+        'eval_split': self.eval_set.split,
+        'eval_examples': self.eval_set.size,
+        'label_key': self.label_key,
     }
     metrics['gzip_ratio'] = metrics['dense_gzip_bytes'] / metrics['pruned_gzip_bytes']
     logger.info('Pruner: sparsity %.3f, gzip %.2fx smaller, accuracy %.4f -> %.4f (majority '
-                '%.4f)', metrics['sparsity'], metrics['gzip_ratio'], dense_accuracy,
-                pruned_accuracy, metrics['majority_accuracy'])
+                '%.4f); pruned %d layer(s), left %d dense', metrics['sparsity'],
+                metrics['gzip_ratio'], dense_accuracy, pruned_accuracy,
+                metrics['majority_accuracy'], len(self.pruned_layers), len(self.skipped_layers))
     modeling.write_metrics(metrics_dir, metrics)
+
+  def _scorer(self, model: tf_keras.Model) -> measuring.Scorer:
+    scorer = measuring.keras_scorer(model)
+    scorer.output_kind = self.output_kind
+    return scorer
 
   def _load(self) -> tf_keras.Model:
     return modeling.graph_model(tf_keras.models.load_model(self.input_model_dir,
@@ -164,26 +190,38 @@ class Executor(base_executor.BaseExecutor):
     if m_by_n:
       pruning['sparsity_m_by_n'] = tuple(json.loads(m_by_n))
 
+    pruned_layers, skipped_layers = [], []
+
     def wrap(layer):
       supported = (isinstance(layer, M_BY_N_LAYERS) if m_by_n else
                    prune_registry.PruneRegistry.supports(layer))
       if supported and any(weight.name.split('/')[-1].startswith(PRUNED_WEIGHTS)
                            for weight in layer.weights):
+        pruned_layers.append(layer.name)
         return tfmot.sparsity.keras.prune_low_magnitude(layer, **pruning)
+      if layer.weights:  # Weightless layers (inputs, reshapes) have nothing to skip.
+        skipped_layers.append(f'{layer.name} ({type(layer).__name__})')
       return layer.__class__.from_config(layer.get_config())
 
     if modeling.nests_models(model):
       raise ValueError('The Pruner needs a flat functional model; this one nests models (an '
                        'ensemble?).')
     pruned = tf_keras.models.clone_model(model, clone_function=wrap)
+    if not pruned_layers:
+      raise ValueError(
+          f'The Pruner found nothing to prune in the model at {self.input_model_dir}: no layer '
+          f'that tfmot supports{" for m_by_n (Dense, Conv2D)" if m_by_n else ""} has weights. '
+          f'Layers with weights: {skipped_layers or "none"}.')
+    self.pruned_layers, self.skipped_layers = pruned_layers, skipped_layers
     modeling.copy_layer_weights(model, pruned)
     units = int(model.outputs[0].shape[-1])
-    loss, metrics = modeling.loss_and_metrics(units)
+    loss, metrics = modeling.loss_and_metrics(units, from_logits=self.output_kind == 'logits')
     pruned.compile(optimizer=tf_keras.optimizers.Adam(self.learning_rate), loss=loss,
                    metrics=metrics)
     dataset = reading.make_dataset(self.train_pattern, self.tf_transform_output,
                                    self.batch_size,
                                    reading.IngestionOptions(compression=self.compression),
+                                   label_key=self.label_key,
                                    batch_map_fn=modeling.prepare_labels(units))
     epochs = max(1, min(10, self.train_steps // 50))
     pruned.fit(dataset, epochs=epochs, steps_per_epoch=max(1, self.train_steps // epochs),
@@ -191,32 +229,40 @@ class Executor(base_executor.BaseExecutor):
                                      callbacks.EpochProgress(f'pruning to {sparsity:.2f}')])
     return tfmot.sparsity.keras.strip_pruning(pruned)
 
-  def _search(self, max_drop: float):
-    """Highest sparsity whose validation accuracy stays within `max_drop` of the dense model."""
+  def _search(self, max_drop: float, baseline_accuracy: float, dense_accuracy: float,
+              baseline_name: str):
+    """Highest sparsity whose eval accuracy stays within `max_drop` of the baseline's."""
     logger = progress.get_logger()
-    # The input model was fitted to the whole training split (it scores near 1.0 on
-    # any slice of it), so the budget is checked on half of the eval split, chosen
-    # by record hash; the reported accuracies use the whole eval split.
-    validation = measuring.eval_batches(
-        self.eval_pattern, self.tf_transform_output, EVAL_EXAMPLES,
-        compression=self.compression,
-        record_dataset_fn=reading.hash_slice(self.compression, VALIDATION_PERCENT, True))
-    dense_accuracy = measuring.accuracy_of(measuring.keras_logits_fn(self._load()), validation)
     sparsities = sorted(json.loads(self.properties[pruner_spec.SPARSITIES_KEY]))
+    if baseline_accuracy - dense_accuracy > max_drop:
+      # Nothing can pass the budget; the lowest sparsity costs least.
+      logger.warning(
+          'WARNING: Pruner: the input model (eval accuracy %.4f) has already used the budget: '
+          'it is %.4f below the %s (%.4f), more than %.4f. Keeping the lowest sparsity tried, '
+          '%.2f.', dense_accuracy, baseline_accuracy - dense_accuracy, baseline_name,
+          baseline_accuracy, max_drop, sparsities[0])
+      candidate = self._prune(sparsities[0])
+      accuracy = measuring.accuracy(self._scorer(candidate), self.eval_set)
+      return sparsities[0], candidate, [{
+          'sparsity': sparsities[0], 'eval_accuracy': accuracy,
+          'baseline_accuracy': baseline_accuracy, 'within_budget': False,
+          'note': 'the input model had already used the budget'}]
     trials, best = [], (0.0, None)
     for sparsity in sparsities:
       candidate = self._prune(sparsity)
-      accuracy = measuring.accuracy_of(measuring.keras_logits_fn(candidate), validation)
-      within = dense_accuracy - accuracy <= max_drop
-      trials.append({'sparsity': sparsity, 'validation_accuracy': accuracy,
-                     'dense_validation_accuracy': dense_accuracy, 'within_budget': within})
-      logger.info('Pruner search: sparsity %.2f validation accuracy %.4f (dense %.4f): %s',
-                  sparsity, accuracy, dense_accuracy, 'kept' if within else 'over budget')
+      accuracy = measuring.accuracy(self._scorer(candidate), self.eval_set)
+      within = baseline_accuracy - accuracy <= max_drop
+      trials.append({'sparsity': sparsity, 'eval_accuracy': accuracy,
+                     'baseline_accuracy': baseline_accuracy, 'within_budget': within})
+      logger.info('Pruner search: sparsity %.2f eval accuracy %.4f (%s %.4f): %s',
+                  sparsity, accuracy, baseline_name, baseline_accuracy,
+                  'kept' if within else 'over budget')
       if not within:
         break  # Accuracy only falls as sparsity rises; higher ones would fail too.
       best = (sparsity, candidate)
     if best[1] is None:
-      logger.warning('WARNING: no sparsity in %s stays within %.4f of the dense accuracy; '
-                     'exporting the dense model.', sparsities, max_drop)
+      logger.warning('WARNING: no sparsity in %s stays within %.4f of the %s\'s accuracy; '
+                     'exporting the dense model.', sparsities, max_drop, baseline_name)
+      self.pruned_layers = []
       return 0.0, self._load(), trials
     return best[0], best[1], trials

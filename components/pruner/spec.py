@@ -17,6 +17,8 @@ M_BY_N_KEY = 'm_by_n'
 MAX_ACCURACY_DROP_KEY = 'max_accuracy_drop'
 SPARSITIES_KEY = 'sparsities'
 LABEL_COLUMN_KEY = 'label_column'
+LABEL_KEY_KEY = 'label_key'
+BASELINE_MODEL_KEY = 'baseline_model'
 PRUNED_MODEL_KEY = 'pruned_model'
 METRICS_KEY = 'metrics'
 
@@ -35,6 +37,7 @@ class PrunerSpec(types.ComponentSpec):
       MAX_ACCURACY_DROP_KEY: component_spec.ExecutionParameter(type=float, optional=True),
       SPARSITIES_KEY: component_spec.ExecutionParameter(type=str),
       LABEL_COLUMN_KEY: component_spec.ExecutionParameter(type=str),
+      LABEL_KEY_KEY: component_spec.ExecutionParameter(type=str),
       standard_component_specs.TRAIN_ARGS_KEY:
           component_spec.ExecutionParameter(type=trainer_pb2.TrainArgs),
       standard_component_specs.EVAL_ARGS_KEY:
@@ -49,6 +52,9 @@ class PrunerSpec(types.ComponentSpec):
           component_spec.ChannelParameter(type=standard_artifacts.Examples),
       standard_component_specs.TRANSFORM_GRAPH_KEY:
           component_spec.ChannelParameter(type=standard_artifacts.TransformGraph),
+      # The gate's baseline (the teacher): the accuracy budget is measured against it.
+      BASELINE_MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model,
+                                                          optional=True),
   }
   OUTPUTS = {
       # Named like Pusher's `pushed_model`: a spec can't reuse the input key `model`.

@@ -1,13 +1,12 @@
 """Quantizer: a trained Keras model in, a TFLite model (really int8 if asked) out."""
 
-from typing import Optional
-
 from tfx import types
 from tfx.dsl.components.base import base_component
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_artifacts
 
 from components.common import artifacts
+from components.common import labels
 from components.quantizer import conversion
 from components.quantizer import executor
 from components.quantizer import spec as quantizer_spec
@@ -45,9 +44,14 @@ class Quantizer(base_component.BaseComponent):
   Modes: `dynamic_range` (int8 weights), `float16`, `full_integer` (int8 weights
   and activations, calibrated on `representative_samples` training examples;
   int8 or float inputs/outputs by `io_type`) and `qat` (tfmot quantization-aware
-  fine-tuning for `qat_steps`, then full integer). The `quantized_model` output holds
-  `model.tflite`, `serving.json` (the transform graph and label column) and
-  `predict.py` (`TFLitePredictor`, which serves raw tf.Examples). The metrics
+  fine-tuning for `qat_steps`, then full integer). In the full integer modes an
+  op with no int8 kernel stays in float inside the model (named in the metrics
+  with the int8 share of weights) unless `strict_int8` refuses it; a model
+  with no int8 tensor is never written. The `quantized_model` output is one
+  self-contained folder: `model.tflite`, `transform_graph/` (a copy of the
+  transform), `serving.json` (label column, output kind, format) and
+  `predict.py` (`TFLitePredictor`, which serves raw tf.Examples); it carries
+  the custom properties `model_format: tflite` and `quantization: <mode>`. The metrics
   artifact holds size, accuracy on the eval split through the TFLite
   interpreter and median batch-1 latency, for the result, the float32 TFLite
   conversion and the input model.
@@ -57,7 +61,8 @@ class Quantizer(base_component.BaseComponent):
     quantizer = Quantizer(model=distiller.outputs['model'],
                           examples=transform.outputs['transformed_examples'],
                           transform_graph=transform.outputs['transform_graph'],
-                          mode='full_integer', io_type='int8', label_column='tips')
+                          mode='full_integer', io_type='int8',
+                          label_key='tips_xf', label_column='tips')
   """
 
   SPEC_CLASS = quantizer_spec.QuantizerSpec
@@ -73,6 +78,8 @@ class Quantizer(base_component.BaseComponent):
                qat_steps: int = 200,
                preserve_sparsity: bool = False,
                label_column: str = 'label',
+               label_key: str = 'label',
+               strict_int8: bool = False,
                eval_examples: int = 2000,
                latency_runs: int = 300):
     """Constructs a Quantizer.
@@ -89,6 +96,9 @@ class Quantizer(base_component.BaseComponent):
       preserve_sparsity: With `qat`, keep a pruned model's zeros (tfmot's
         pruning-preserving quantization scheme).
       label_column: Raw label column, absent from serving requests.
+      label_key: The transformed label feature (TFMA's name).
+      strict_int8: In the full integer modes, refuse a model with an op that has
+        no int8 kernel (naming it) instead of keeping that op in float.
       eval_examples: At most this many eval examples are scored (>= 1).
       latency_runs: Batch-1 calls timed for each median latency (>= 1).
 
@@ -97,10 +107,14 @@ class Quantizer(base_component.BaseComponent):
     """
     validate(mode, io_type, representative_samples, qat_steps, preserve_sparsity,
              eval_examples, latency_runs)
+    labels.validate_label_key(label_key)
+    if not isinstance(strict_int8, bool):
+      raise ValueError(f'strict_int8 must be True or False; got {strict_int8!r}.')
     super().__init__(spec=quantizer_spec.QuantizerSpec(
         model=model, examples=examples, transform_graph=transform_graph, mode=mode,
         io_type=io_type, representative_samples=representative_samples, qat_steps=qat_steps,
         preserve_sparsity=int(preserve_sparsity), eval_examples=eval_examples,
-        latency_runs=latency_runs, label_column=label_column,
+        latency_runs=latency_runs, label_column=label_column, label_key=label_key,
+        strict_int8=int(strict_int8),
         quantized_model=types.Channel(type=standard_artifacts.Model),
         metrics=types.Channel(type=artifacts.ModelMetrics)))

@@ -1,6 +1,7 @@
 """Keras model -> TFLite flatbuffer, for each quantization mode the Quantizer offers."""
 
-from typing import Callable, Dict, Iterable, Optional
+import re
+from typing import Callable, Dict, Iterable, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -9,13 +10,50 @@ import tf_keras
 MODES = ('dynamic_range', 'float16', 'full_integer', 'qat')
 IO_TYPES = ('float32', 'int8')
 # Layers fake-quantized during QAT; others (embeddings) are quantized by the converter.
+# How the converter says an op has no TFLite kernel in any type.
+NO_KERNEL_MESSAGE = 'neither a custom op nor a flex op'
 QAT_LAYERS = (tf_keras.layers.Dense, tf_keras.layers.Conv2D, tf_keras.layers.DepthwiseConv2D)
+
+
+class Int8Unsupported(ValueError):
+  """An op of the model has no int8 kernel and strict_int8 refuses float fallback."""
+
+
+def _converter(model: tf_keras.Model, ops) -> tf.lite.TFLiteConverter:
+  converter = tf.lite.TFLiteConverter.from_keras_model(model)
+  converter.target_spec.supported_ops = list(ops)
+  return converter
+
+
+def ops_without_tflite_kernel(model: tf_keras.Model) -> List[str]:
+  """TensorFlow ops of the model that TFLite has no builtin kernel for, in any type.
+
+  Keras' CategoryEncoding, for one, lowers to tf.DenseBincount: it converts only
+  as a Flex (select TF) op.
+  """
+  try:
+    _converter(model, [tf.lite.OpsSet.TFLITE_BUILTINS]).convert()
+  except Exception as error:  # pylint: disable=broad-except
+    # The converter raises its own ConverterError (not exported under a stable name).
+    found = re.findall(r"'(tf\.\w+)' op is " + NO_KERNEL_MESSAGE, str(error))
+    if not found:
+      raise
+    return sorted(set(found))
+  return []
 
 
 def convert(model: tf_keras.Model, mode: Optional[str] = None,
             representative_features: Optional[Callable[[], Iterable[Dict[str, np.ndarray]]]]
-            = None, io_type: str = 'float32') -> bytes:
+            = None, io_type: str = 'float32', strict_int8: bool = False) -> bytes:
   """Converts `model` to TFLite.
+
+  In the full integer modes every op is asked for an int8 kernel first. An op
+  that has none makes the conversion fail; then, unless `strict_int8`, the
+  model is converted again with float kernels allowed for such ops only (the
+  rest stay int8), and `float_ops` names them. An op with no TFLite kernel at
+  all (tf.DenseBincount, from CategoryEncoding) runs as a Flex op in the float
+  and weight-only modes; full integer calibration can not run it, so those
+  modes refuse it by name.
 
   Args:
     model: A Keras model over transformed features that outputs logits.
@@ -24,31 +62,80 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
       feature dicts for calibration.
     io_type: For `full_integer`/`qat`: `float32` keeps float inputs and outputs
       (quantize/dequantize inside the model), `int8` makes them int8 too.
+    strict_int8: Refuse instead of keeping ops without an int8 kernel in float.
 
   Returns:
     The flatbuffer bytes.
+
+  Raises:
+    Int8Unsupported: naming the op that keeps the model from being fully int8
+      (with `strict_int8`, or an op with no TFLite kernel at all).
+    ValueError: when a full integer conversion holds no int8 tensor.
   """
-  converter = tf.lite.TFLiteConverter.from_keras_model(model)
-  if mode is None:
-    return converter.convert()
-  converter.optimizations = [tf.lite.Optimize.DEFAULT]
-  if mode == 'float16':
-    converter.target_spec.supported_types = [tf.float16]
-  elif mode in ('full_integer', 'qat'):
-    if representative_features is None:
-      raise ValueError(f'mode {mode!r} needs representative_features for calibration.')
+  builtins = [tf.lite.OpsSet.TFLITE_BUILTINS]
+  if mode not in ('full_integer', 'qat'):
 
-    def representative_dataset():
-      for features in representative_features():
-        yield {name: features[name] for name in model.input_names}
+    def float_converter(ops):
+      converter = _converter(model, ops)
+      if mode is not None:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+      if mode == 'float16':
+        converter.target_spec.supported_types = [tf.float16]
+      return converter
 
+    try:
+      return float_converter(builtins).convert()
+    except Exception as error:  # pylint: disable=broad-except
+      if NO_KERNEL_MESSAGE not in str(error):
+        raise
+      return float_converter(builtins + [tf.lite.OpsSet.SELECT_TF_OPS]).convert()
+  if representative_features is None:
+    raise ValueError(f'mode {mode!r} needs representative_features for calibration.')
+  flex = ops_without_tflite_kernel(model)
+  if flex:
+    # TF 2.16's calibrator crashes the process on a Flex op, so this is checked first.
+    raise Int8Unsupported(
+        f'mode {mode!r}: the model has ops with no TFLite kernel in any type: '
+        f'{", ".join(flex)} (Keras CategoryEncoding lowers to tf.DenseBincount). Full '
+        'integer calibration can not run them. Use mode "dynamic_range" or "float16" '
+        '(they run such ops as Flex ops), or encode those features with an Embedding.')
+
+  def representative_dataset():
+    for features in representative_features():
+      yield {name: features[name] for name in model.input_names}
+
+  def int8_converter(ops):
+    converter = _converter(model, ops)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = representative_dataset
-    # Only int8 kernels: conversion fails rather than leave a float op behind.
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     if io_type == 'int8':
       converter.inference_input_type = tf.int8
       converter.inference_output_type = tf.int8
-  return converter.convert()
+    return converter
+
+  try:
+    # Only int8 kernels first: the conversion fails on an op that has none.
+    flatbuffer = int8_converter([tf.lite.OpsSet.TFLITE_BUILTINS_INT8]).convert()
+  except Exception as error:  # pylint: disable=broad-except
+    if strict_int8:
+      raise Int8Unsupported(
+          f'strict_int8: the model has an op with no int8 kernel, so it can not be fully '
+          f'int8: {first_line_naming_an_op(str(error))} Set strict_int8=False to keep such '
+          'ops in float inside the model.') from error
+    flatbuffer = int8_converter([tf.lite.OpsSet.TFLITE_BUILTINS_INT8] + builtins).convert()
+  if not tensor_dtypes(flatbuffer).get('int8'):
+    raise ValueError(f'The {mode} conversion holds no int8 tensor; it is not written under '
+                     'an int8 label.')
+  return flatbuffer
+
+
+def first_line_naming_an_op(message: str) -> str:
+  """The converter's line that names the op without an int8 kernel (else its first line)."""
+  lines = [line.strip() for line in message.splitlines() if line.strip()]
+  for line in lines:
+    if "'tfl." in line or "'tf." in line or 'op' in line.lower() and 'int8' in line.lower():
+      return line[:300]
+  return (lines[0] if lines else message)[:300]
 
 
 def quantization_aware_model(model: tf_keras.Model, preserve_sparsity: bool = False
@@ -88,3 +175,35 @@ def tensor_dtypes(flatbuffer: bytes) -> Dict[str, int]:
     name = np.dtype(detail['dtype']).name
     counts[name] = counts.get(name, 0) + 1
   return counts
+
+
+def float_ops(flatbuffer: bytes) -> List[str]:
+  """Ops that compute in float (not the quantize/dequantize at the edges), by name."""
+  interpreter = tf.lite.Interpreter(model_content=flatbuffer)
+  dtypes = {detail['index']: detail['dtype'] for detail in interpreter.get_tensor_details()}
+  found = []
+  for op in interpreter._get_ops_details():  # pylint: disable=protected-access
+    if op['op_name'] in ('QUANTIZE', 'DEQUANTIZE'):
+      continue
+    if any(dtypes.get(index) == np.float32 for index in op['outputs']):
+      found.append(op['op_name'])
+  return sorted(set(found))
+
+
+def int8_weight_share(flatbuffer: bytes) -> float:
+  """Share of constant tensor elements (weights, biases) stored as 8-bit integers."""
+  interpreter = tf.lite.Interpreter(model_content=flatbuffer)
+  details = interpreter.get_tensor_details()
+  produced = set()
+  for op in interpreter._get_ops_details():  # pylint: disable=protected-access
+    produced.update(op['outputs'])
+  inputs = {detail['index'] for detail in interpreter.get_input_details()}
+  int8 = total = 0
+  for detail in details:
+    if detail['index'] in produced or detail['index'] in inputs:
+      continue
+    elements = int(np.prod(detail['shape'])) if len(detail['shape']) else 1
+    total += elements
+    if np.dtype(detail['dtype']) in (np.dtype(np.int8), np.dtype(np.uint8)):
+      int8 += elements
+  return int8 / max(1, total)

@@ -4,7 +4,6 @@ import json
 import os
 from typing import Any, Dict, List
 
-import numpy as np
 import tensorflow as tf
 import tf_keras
 import tensorflow_transform as tft
@@ -15,6 +14,7 @@ from tfx.types import standard_component_specs
 
 from components.common import callbacks
 from components.common import evaluation
+from components.common import labels
 from components.common import measuring
 from components.common import modeling
 from components.common import progress
@@ -31,6 +31,35 @@ def split_pattern(examples: types.Artifact, split: str) -> str:
   return os.path.join(artifact_utils.get_split_uri([examples], split), '*')
 
 
+def copy_folder(source: str, destination: str) -> None:
+  for folder, _, files in tf.io.gfile.walk(source):
+    target = os.path.join(destination, os.path.relpath(folder, source))
+    tf.io.gfile.makedirs(target)
+    for name in files:
+      tf.io.gfile.copy(os.path.join(folder, name), os.path.join(target, name), overwrite=True)
+
+
+def write_tflite_folder(output_dir: str, flatbuffer: bytes, serving: dict,
+                        transform_graph_uri: str) -> None:
+  """One self-contained serving folder, written whole or not at all.
+
+  `model.tflite`, a copy of the transform graph, `serving.json` and
+  `predict.py`: copied anywhere, it still answers raw serialized examples.
+  """
+  staging_dir = output_dir + '.tmp'
+  if tf.io.gfile.exists(staging_dir):
+    tf.io.gfile.rmtree(staging_dir)
+  tf.io.gfile.makedirs(staging_dir)
+  measuring.write_atomically(os.path.join(staging_dir, predict.MODEL_FILE_NAME), flatbuffer)
+  copy_folder(transform_graph_uri, os.path.join(staging_dir, predict.TRANSFORM_GRAPH_FOLDER))
+  measuring.write_atomically(os.path.join(staging_dir, predict.SERVING_FILE_NAME),
+                             json.dumps(serving, indent=2, sort_keys=True))
+  tf.io.gfile.copy(predict.__file__, os.path.join(staging_dir, 'predict.py'), overwrite=True)
+  if tf.io.gfile.exists(output_dir):
+    tf.io.gfile.rmtree(output_dir)
+  tf.io.gfile.rename(staging_dir, output_dir)
+
+
 class Executor(base_executor.BaseExecutor):
   """Writes `model.tflite`, `serving.json` and `predict.py`; measures before and after."""
 
@@ -45,109 +74,106 @@ class Executor(base_executor.BaseExecutor):
     mode = exec_properties[quantizer_spec.MODE_KEY]
     io_type = exec_properties[quantizer_spec.IO_TYPE_KEY]
     latency_runs = int(exec_properties[quantizer_spec.LATENCY_RUNS_KEY])
+    label_key = exec_properties.get(quantizer_spec.LABEL_KEY_KEY) or labels.DEFAULT_LABEL_KEY
+    strict_int8 = bool(exec_properties.get(quantizer_spec.STRICT_INT8_KEY, 0))
     examples = artifact_utils.get_single_instance(
         input_dict[standard_component_specs.EXAMPLES_KEY])
     graph_uri = artifact_utils.get_single_uri(
         input_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
     input_model_dir = evaluation.serving_model_path(artifact_utils.get_single_uri(
         input_dict[standard_component_specs.MODEL_KEY]))
+    quantized_artifact = artifact_utils.get_single_instance(
+        output_dict[quantizer_spec.QUANTIZED_MODEL_KEY])
     # Format-Serving, as Trainer lays out a Model: Pusher pushes that folder as it is.
-    output_dir = os.path.join(artifact_utils.get_single_uri(
-        output_dict[quantizer_spec.QUANTIZED_MODEL_KEY]), 'Format-Serving')
+    output_dir = os.path.join(quantized_artifact.uri, 'Format-Serving')
     metrics_dir = artifact_utils.get_single_uri(output_dict[quantizer_spec.METRICS_KEY])
     tf_transform_output = tft.TFTransformOutput(graph_uri)
-    compression = reading.read_options(examples.uri).compression
 
-    model = tf_keras.models.load_model(input_model_dir, compile=False)
-    batches = measuring.eval_batches(
-        split_pattern(examples, 'eval'), tf_transform_output,
-        int(exec_properties[quantizer_spec.EVAL_EXAMPLES_KEY]), compression=compression)
-    calibration = measuring.eval_batches(
-        split_pattern(examples, 'train'), tf_transform_output,
-        int(exec_properties[quantizer_spec.REPRESENTATIVE_SAMPLES_KEY]), compression=compression)
+    input_scorer = measuring.load_scorer(input_model_dir)
+    if input_scorer.keras_model is None:
+      raise ValueError(
+          f'The Quantizer converts Keras models; the model at {input_model_dir} was saved '
+          f'without Keras metadata ({input_scorer.format}). Export it with model.save() (our '
+          'DistributedTrainer, Distiller and Pruner do), or distil it first.')
+    eval_set = measuring.from_examples_artifact(
+        examples.uri, measuring.CHOOSE_SPLIT, tf_transform_output, label_key,
+        int(exec_properties[quantizer_spec.EVAL_EXAMPLES_KEY]))
+    calibration = measuring.from_examples_artifact(
+        examples.uri, 'train', tf_transform_output, label_key,
+        int(exec_properties[quantizer_spec.REPRESENTATIVE_SAMPLES_KEY]))
+    output_kind = input_scorer.output_kind or input_scorer.resolve_output_kind(
+        next(eval_set.batches(64)))
 
     def representative_features():
-      for features, _ in calibration:
-        for index in range(len(next(iter(features.values())))):
-          yield {name: values[index:index + 1] for name, values in features.items()}
+      for index in range(calibration.size):
+        yield {name: values[index:index + 1] for name, values in calibration.features.items()}
 
+    model = input_scorer.keras_model
     if mode == 'qat':
-      model = self._fine_tune_qat(model, examples, tf_transform_output, compression,
+      model = self._fine_tune_qat(model, examples, tf_transform_output, label_key, output_kind,
                                   int(exec_properties[quantizer_spec.QAT_STEPS_KEY]),
                                   bool(exec_properties[quantizer_spec.PRESERVE_SPARSITY_KEY]))
     logger.info('Quantizer: converting to TFLite (%s, %s inputs/outputs)', mode, io_type)
-    flatbuffer = conversion.convert(model, mode, representative_features, io_type)
+    flatbuffer = conversion.convert(model, mode, representative_features, io_type, strict_int8)
     float_flatbuffer = conversion.convert(tf_keras.models.load_model(input_model_dir,
                                                                      compile=False))
-
-    # Written into a temporary folder that is renamed at the end: a reader (or a
-    # killed run) never sees half a model.
-    staging_dir = output_dir + '.tmp'
-    if tf.io.gfile.exists(staging_dir):
-      tf.io.gfile.rmtree(staging_dir)
-    tf.io.gfile.makedirs(staging_dir)
-    measuring.write_atomically(os.path.join(staging_dir, predict.MODEL_FILE_NAME), flatbuffer)
-    measuring.write_atomically(os.path.join(staging_dir, predict.SERVING_FILE_NAME), json.dumps({
-        'transform_graph_uri': graph_uri,
-        'label_column': exec_properties[quantizer_spec.LABEL_COLUMN_KEY],
-        'mode': mode, 'io_type': io_type}, indent=2))
-    tf.io.gfile.copy(predict.__file__, os.path.join(staging_dir, 'predict.py'), overwrite=True)
-    if tf.io.gfile.exists(output_dir):
-      tf.io.gfile.rmtree(output_dir)
-    tf.io.gfile.rename(staging_dir, output_dir)
-
-    predictor = predict.TFLitePredictor(output_dir)
+    serving = {'format': 'tflite', 'mode': mode, 'io_type': io_type,
+               'label_column': exec_properties[quantizer_spec.LABEL_COLUMN_KEY],
+               'label_key': label_key, 'output_kind': output_kind,
+               'transform_graph': predict.TRANSFORM_GRAPH_FOLDER}
+    write_tflite_folder(output_dir, flatbuffer, serving, graph_uri)
     float_dir = os.path.join(metrics_dir, 'float32')
-    tf.io.gfile.makedirs(float_dir)
-    measuring.write_atomically(os.path.join(float_dir, predict.MODEL_FILE_NAME),
-                               float_flatbuffer)
-    measuring.write_atomically(os.path.join(float_dir, predict.SERVING_FILE_NAME),
-                               json.dumps({'transform_graph_uri': graph_uri}))
-    float_predictor = predict.TFLitePredictor(float_dir)
-    example = measuring.one_example(batches)
+    write_tflite_folder(float_dir, float_flatbuffer, {**serving, 'mode': 'float32'}, graph_uri)
 
-    def tflite_figures(candidate, content):
-      return {'size_bytes': len(content),
-              'accuracy': measuring.accuracy_of(candidate.logits, batches),
-              'latency_ms': measuring.median_latency_ms(lambda: candidate.logits_one(example),
-                                                        latency_runs)}
-
-    figures = tflite_figures(predictor, flatbuffer)
+    figures = measuring.measure(output_dir, eval_set, latency_runs)
+    full_integer = mode in ('full_integer', 'qat')
     metrics = {
         'mode': mode,
         'io_type': io_type,
         **figures,
+        'flatbuffer_bytes': len(flatbuffer),
         'gzip_bytes': measuring.gzip_bytes(flatbuffer),
         'tensor_dtypes': conversion.tensor_dtypes(flatbuffer),
-        'input_model': measuring.keras_figures(
-            tf_keras.models.load_model(input_model_dir, compile=False), input_model_dir,
-            batches, latency_runs),
-        'float32_tflite': {**tflite_figures(float_predictor, float_flatbuffer),
+        'float_ops': conversion.float_ops(flatbuffer) if full_integer else [],
+        'int8_weight_share': conversion.int8_weight_share(flatbuffer),
+        'input_model': measuring.measure(input_model_dir, eval_set, latency_runs),
+        'float32_tflite': {**measuring.measure(float_dir, eval_set, latency_runs),
+                           'flatbuffer_bytes': len(float_flatbuffer),
                            'gzip_bytes': measuring.gzip_bytes(float_flatbuffer)},
-        'majority_accuracy': measuring.majority_accuracy(batches),
-        'eval_examples': int(sum(len(labels) for _, labels in batches)),
+        'eval_split': eval_set.split,
+        'eval_examples': eval_set.size,
+        'label_key': label_key,
     }
-    metrics['size_ratio'] = metrics['size_bytes'] / metrics['float32_tflite']['size_bytes']
+    metrics['size_ratio'] = len(flatbuffer) / len(float_flatbuffer)
     metrics['accuracy_drop'] = metrics['float32_tflite']['accuracy'] - metrics['accuracy']
     metrics['latency_ratio'] = metrics['latency_ms'] / metrics['float32_tflite']['latency_ms']
-    logger.info('Quantizer (%s): %d bytes (%.3f of float32 TFLite), accuracy %.4f (float32 '
-                '%.4f, majority %.4f), batch-1 latency %.3f ms (float32 %.3f ms)', mode,
-                metrics['size_bytes'], metrics['size_ratio'], metrics['accuracy'],
-                metrics['float32_tflite']['accuracy'], metrics['majority_accuracy'],
-                metrics['latency_ms'], metrics['float32_tflite']['latency_ms'])
+    if metrics['float_ops']:
+      logger.warning('WARNING: Quantizer (%s): ops without an int8 kernel stay in float: %s '
+                     '(int8 share of weights %.3f)', mode, ', '.join(metrics['float_ops']),
+                     metrics['int8_weight_share'])
+    logger.info('Quantizer (%s): flatbuffer %d bytes (%.3f of float32 TFLite), accuracy %.4f '
+                '(float32 %.4f, majority %.4f), batch-1 latency with the transform %.3f ms '
+                '(float32 %.3f ms)', mode, len(flatbuffer), metrics['size_ratio'],
+                metrics['accuracy'], metrics['float32_tflite']['accuracy'],
+                metrics['majority_accuracy'], metrics['latency_ms'],
+                metrics['float32_tflite']['latency_ms'])
+    quantized_artifact.set_string_custom_property('model_format', 'tflite')
+    quantized_artifact.set_string_custom_property('quantization', mode)
     modeling.write_metrics(metrics_dir, metrics)
 
-  def _fine_tune_qat(self, model, examples, tf_transform_output, compression, steps: int,
-                     preserve_sparsity: bool) -> tf_keras.Model:
+  def _fine_tune_qat(self, model, examples, tf_transform_output, label_key: str,
+                     output_kind: str, steps: int, preserve_sparsity: bool) -> tf_keras.Model:
     """Quantization-aware fine-tuning on the training split."""
+    compression = reading.read_options(examples.uri).compression
     qat_model = conversion.quantization_aware_model(model, preserve_sparsity)
     units = int(model.outputs[0].shape[-1])
-    loss, metrics = modeling.loss_and_metrics(units)
+    loss, metrics = modeling.loss_and_metrics(units, from_logits=output_kind == 'logits')
     qat_model.compile(optimizer=tf_keras.optimizers.Adam(QAT_LEARNING_RATE), loss=loss,
                       metrics=metrics)
     dataset = reading.make_dataset(split_pattern(examples, 'train'), tf_transform_output,
                                    QAT_BATCH_SIZE,
                                    reading.IngestionOptions(compression=compression),
+                                   label_key=label_key,
                                    batch_map_fn=modeling.prepare_labels(units))
     epochs = max(1, min(5, steps // 10))
     qat_model.fit(dataset, epochs=epochs, steps_per_epoch=max(1, steps // epochs), verbose=0,

@@ -1,7 +1,9 @@
 """Serves a Quantizer's TFLite model on raw tf.Examples (copied beside model.tflite).
 
-The model reads transformed features; `serving.json` beside it names the transform
-graph that turns raw examples into them, and how each input and output is quantized.
+The folder is self-contained: `model.tflite` reads transformed features, the
+`transform_graph/` folder beside it turns raw examples into them, and
+`serving.json` says how (the label column serving requests lack, what the
+model emits). Copy the folder anywhere and it still serves.
 
 Example:
 
@@ -18,6 +20,7 @@ import numpy as np
 MODEL_FILE_NAME = 'model.tflite'
 SERVING_FILE_NAME = 'serving.json'
 SIGNATURE = 'serving_default'
+TRANSFORM_GRAPH_FOLDER = 'transform_graph'
 
 
 def quantize(values: np.ndarray, detail: dict) -> np.ndarray:
@@ -54,17 +57,26 @@ class TFLitePredictor:
     self.input_details = self.runner.get_input_details()
     self.output_details = self.runner.get_output_details()
     self._transform = None
+    # Relative to the folder, so a copied folder still finds its transform graph.
+    self.transform_graph_dir = os.path.join(
+        model_dir, self.serving.get('transform_graph', TRANSFORM_GRAPH_FOLDER))
+    self.output_kind = self.serving.get('output_kind', 'logits')
 
   @property
   def input_names(self) -> List[str]:
     return sorted(self.input_details)
+
+  @property
+  def num_outputs(self) -> int:
+    detail = next(iter(self.output_details.values()))
+    return int(detail['shape'][-1])
 
   def logits_one(self, features: Dict[str, np.ndarray]) -> np.ndarray:
     """Logits of one example; `features` maps input names to arrays of batch 1."""
     inputs = {name: quantize(np.asarray(features[name]).reshape(detail['shape']),
                              detail) for name, detail in self.input_details.items()}
     outputs = self.runner(**inputs)
-    name = 'logits' if 'logits' in outputs else next(iter(outputs))
+    name = 'logits' if 'logits' in outputs else sorted(outputs)[0]
     return dequantize(outputs[name], self.output_details[name])
 
   def logits(self, features: Dict[str, np.ndarray]) -> np.ndarray:
@@ -75,18 +87,20 @@ class TFLitePredictor:
                            for index in range(count)])
 
   def predict_raw(self, serialized_examples: List[bytes]) -> Dict[str, np.ndarray]:
-    """Logits and classes for serialized raw tf.Examples, through the transform graph."""
+    """Scores and classes for serialized raw tf.Examples, through the transform graph."""
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     import tensorflow_transform as tft  # pylint: disable=g-import-not-at-top
     if self._transform is None:
-      transform_output = tft.TFTransformOutput(self.serving['transform_graph_uri'])
+      transform_output = tft.TFTransformOutput(self.transform_graph_dir)
       raw_spec = dict(transform_output.raw_feature_spec())
       raw_spec.pop(self.serving.get('label_column', ''), None)
       layer = transform_output.transform_features_layer()
       self._transform = (raw_spec, layer)
     raw_spec, layer = self._transform
     transformed = layer(tf.io.parse_example(tf.constant(serialized_examples), raw_spec))
-    logits = self.logits({name: transformed[name].numpy() for name in self.input_names})
-    classes = ((logits[:, 0] > 0).astype(np.int64) if logits.shape[-1] == 1
-               else logits.argmax(axis=-1))
-    return {'logits': logits, 'classes': classes}
+    scores = self.logits({name: transformed[name].numpy() for name in self.input_names})
+    threshold = 0.5 if self.output_kind == 'probabilities' else 0.0
+    classes = ((scores[:, 0] > threshold).astype(np.int64) if scores.shape[-1] == 1
+               else scores.argmax(axis=-1))
+    return {'logits' if self.output_kind == 'logits' else 'probabilities': scores,
+            'classes': classes}

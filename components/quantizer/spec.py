@@ -15,6 +15,8 @@ PRESERVE_SPARSITY_KEY = 'preserve_sparsity'
 EVAL_EXAMPLES_KEY = 'eval_examples'
 LATENCY_RUNS_KEY = 'latency_runs'
 LABEL_COLUMN_KEY = 'label_column'
+LABEL_KEY_KEY = 'label_key'
+STRICT_INT8_KEY = 'strict_int8'
 QUANTIZED_MODEL_KEY = 'quantized_model'
 METRICS_KEY = 'metrics'
 
@@ -31,6 +33,8 @@ class QuantizerSpec(types.ComponentSpec):
       EVAL_EXAMPLES_KEY: component_spec.ExecutionParameter(type=int),
       LATENCY_RUNS_KEY: component_spec.ExecutionParameter(type=int),
       LABEL_COLUMN_KEY: component_spec.ExecutionParameter(type=str),
+      LABEL_KEY_KEY: component_spec.ExecutionParameter(type=str),
+      STRICT_INT8_KEY: component_spec.ExecutionParameter(type=int),
   }
   INPUTS = {
       standard_component_specs.MODEL_KEY:

@@ -17,9 +17,14 @@ EXPECTED_DEPENDENCIES = {
     'IngestionTransform': {'CsvExampleGen', 'ImportSchemaGen', 'StrictExampleValidator'},
     'DistributedTrainer': {'IngestionTransform', 'ImportSchemaGen'},
     'Distiller': {'DistributedTrainer', 'IngestionTransform', 'ImportSchemaGen'},
-    'Pruner': {'Distiller', 'IngestionTransform'},
-    'Quantizer': {'Pruner', 'IngestionTransform'},
-    'AccuracyGate': {'DistributedTrainer', 'Distiller', 'Pruner', 'Quantizer',
+    # The teacher is the Pruner's baseline: its budget is the gate's.
+    'Pruner': {'Distiller', 'IngestionTransform', 'DistributedTrainer'},
+    # Both the student and the pruned model are quantized.
+    'Quantizer_student_full_integer': {'Distiller', 'IngestionTransform'},
+    'Quantizer_pruned_full_integer': {'Pruner', 'IngestionTransform'},
+    # The gate reads raw examples (the held-out test split) and the transform graph.
+    'AccuracyGate': {'CsvExampleGen', 'DistributedTrainer', 'Distiller', 'Pruner',
+                     'Quantizer_student_full_integer', 'Quantizer_pruned_full_integer',
                      'IngestionTransform'},
     'AtomicPusher': {'AccuracyGate'},
 }

@@ -14,6 +14,7 @@ def test_defaults_for_taxi():
     (['--dataset', 'imagenet'], 'invalid choice'),
     (['--dataset', 'taxi', '--train-steps', '0'], '--train-steps must be >= 1'),
     (['--dataset', 'taxi', '--num-workers', '0'], '--num-workers must be >= 1'),
+    (['--dataset', 'taxi', '--student-train-steps', '0'], '--student-train-steps must be >= 1'),
     (['--dataset', 'taxi', '--label', 'tips'], '--data, --label and --schema are for --dataset csv'),
 ])
 def test_bad_arguments_exit_with_a_message(argv, message, capsys):
@@ -28,3 +29,19 @@ def test_csv_without_label_fails_before_any_work(tmp_path, capsys):
                             '--pipeline-root', str(tmp_path / 'root')])
   assert code == 2
   assert '--label COLUMN' in capsys.readouterr().err
+
+
+def test_student_steps_are_their_own_flag():
+  args = local_runner.parse_args(['--dataset', 'taxi', '--train-steps', '50',
+                                  '--student-train-steps', '70'])
+  assert (args.train_steps, args.student_train_steps) == (50, 70)
+
+
+def test_each_csv_folder_gets_its_own_run_and_serving_folders(tmp_path):
+  first = local_runner.parse_args(['--dataset', 'csv', '--data', str(tmp_path / 'penguins'),
+                                   '--label', 'species'])
+  second = local_runner.parse_args(['--dataset', 'csv', '--data', str(tmp_path / 'my data/'),
+                                    '--label', 'kind'])
+  assert local_runner.run_folder_name(first) == 'csv-penguins'
+  assert local_runner.run_folder_name(second) == 'csv-my-data'
+  assert local_runner.run_folder_name(local_runner.parse_args(['--dataset', 'taxi'])) == 'taxi'

@@ -18,9 +18,10 @@ from tests import helpers
 
 PIPELINE_NAME = 'e2e-taxi'
 COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'StrictExampleValidator',
-              'IngestionTransform', 'DistributedTrainer', 'Distiller', 'Pruner', 'Quantizer',
+              'IngestionTransform', 'DistributedTrainer', 'Distiller', 'Pruner',
+              'Quantizer_student_full_integer', 'Quantizer_pruned_full_integer',
               'AccuracyGate', 'AtomicPusher'}
-MODEL_NAMES = {'teacher', 'student', 'pruned', 'full_integer'}
+MODEL_NAMES = {'teacher', 'student', 'pruned', 'student_full_integer', 'pruned_full_integer'}
 
 
 def run_pipeline(tmp_path, data_root, **gate):
@@ -36,7 +37,7 @@ def run_pipeline(tmp_path, data_root, **gate):
       label_column=taxi.label_column,
       schema_path=taxi.schema_file,
       serving_model_dir=str(tmp_path / 'serving'),
-      train_steps=20,
+      train_steps=100,
       eval_steps=5,
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata_path),
@@ -44,7 +45,9 @@ def run_pipeline(tmp_path, data_root, **gate):
       student_config={'epochs': 2},
       distillation={'train_baseline': False},
       pruning_steps=20,
-      # 20 training steps learn little: this run checks the wiring, so any accuracy passes.
+      pruning={'sparsities': (0.5, 0.8)},
+      # 100 training steps learn little: this run checks the wiring, so any accuracy above
+      # the majority class passes.
       max_accuracy_drop=gate.get('max_accuracy_drop', 1.0),
       max_model_bytes=gate.get('max_model_bytes')))
   return metadata_path
@@ -81,9 +84,11 @@ def test_the_gate_blesses_the_smallest_candidate_and_pusher_pushes_it(first_run)
   assert {row.name for row in run_summary.models} == MODEL_NAMES
   assert decision['blessed']
   smallest = min(decision['candidates'], key=lambda candidate: candidate['size_bytes'])
-  assert decision['chosen'] == smallest['name'] == 'full_integer'
+  assert decision['chosen'] == smallest['name']
+  assert smallest['name'].endswith('_full_integer') and smallest['format'] == 'tflite'
+  assert decision['split'] == 'test'
   for candidate in decision['candidates']:
-    if candidate['name'] != 'full_integer':
+    if candidate['name'] != smallest['name']:
       assert any('is smaller' in reason for reason in candidate['reasons'])
   pushed = run_summary.pushed_destination
   assert pushed and pushed.startswith(str(tmp_path / 'serving'))
@@ -104,7 +109,8 @@ def test_the_report_names_every_model_and_the_pushed_one(first_run):
     page = handle.read()
   for name in MODEL_NAMES:
     assert f'<td>{name}</td>' in page
-  assert 'Blessed: <b>full_integer</b>' in page
+  assert 'Blessed: <b>' in page and '_full_integer</b>' in page
+  assert 'test examples' in page
   assert os.path.getsize(os.path.join(report_dir, report.PNG_FILE_NAME)) > 10_000
 
 

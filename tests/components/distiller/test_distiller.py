@@ -41,7 +41,8 @@ def run_distiller(data, teachers, output_dir, module_file=TABULAR_STUDENT, train
       'module_file': module_file,
       'custom_config': json.dumps({'label_column': 'species', 'epochs': 2, 'batch_size': 32,
                                    'seed': 1}),
-      'distillation': training.DistillationSettings(**settings).to_json(),
+      'distillation': training.DistillationSettings(
+          **{'label_column': 'species', **settings}).to_json(),
       'strategy': 'multi_worker_mirrored', 'num_workers': num_workers,
       'num_parameter_servers': 0, 'communication': 'auto'})
   return (outputs['model'][0].uri, distiller_executor.read_metrics(outputs['metrics'][0].uri))
@@ -160,7 +161,18 @@ def test_outputs_are_model_model_run_and_metrics():
     ({'mixup': -0.5}, 'mixup must be a finite number >= 0'),
     ({'mixup': True}, 'mixup must be a finite number >= 0'),
     ({'mixup': float('inf')}, 'mixup must be a finite number >= 0'),
+    ({'label_key': ''}, 'label_key must name the transformed label feature'),
+    ({'num_classes': 1}, 'num_classes must be an integer >= 2 or None'),
+    ({'label_column': None}, 'label_column must name the raw label column'),
 ])
 def test_bad_arguments_fail_at_construction_naming_the_parameter(overrides, message):
   with pytest.raises(ValueError, match=message):
     make(**overrides)
+
+
+def test_a_single_class_label_is_refused_before_training_naming_the_key(teacher, tmp_path):
+  rows = [{**row, 'species': 1} for row in helpers.synthetic_rows(300)]
+  single = helpers.transformed_artifacts(str(tmp_path / 'data'), 240, 60, rows=rows)
+  with pytest.raises(ValueError, match=r"label_key 'label' has 1 class.*at least two"):
+    run_distiller(single, [teacher], str(tmp_path))
+  assert not list(tmp_path.glob('*/model/Format-Serving'))  # Nothing trained or exported.

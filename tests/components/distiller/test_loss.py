@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from components.common import measuring
 from components.distiller import loss as loss_lib
-from components.distiller import teachers as teachers_lib
 from components.distiller import training
 
 
@@ -97,7 +97,8 @@ def small_model(name, units=3, activation=None):
 def test_no_gradient_reaches_the_teacher_and_its_weights_never_change():
   teacher_model = small_model('teacher')
   teacher_model.trainable = False
-  teacher = teachers_lib.Teacher(teacher_model, 'logits', 'in-memory')
+  teacher = measuring.keras_scorer(teacher_model)
+  assert teacher.output_kind == 'logits'
   student = small_model('student')
   distillation = training.DistillationModel(student, [teacher], temperature=2.0, alpha=0.3)
   distillation.compile(optimizer=tf_keras.optimizers.SGD(0.5))
@@ -157,7 +158,8 @@ def test_mixup_mixes_floats_convexly_and_takes_whole_categories_from_the_pair():
 def test_mixup_trains_through_the_distillation_model_without_touching_the_teacher():
   teacher_model = small_model('teacher')
   teacher_model.trainable = False
-  teacher = teachers_lib.Teacher(teacher_model, 'logits', 'in-memory')
+  teacher = measuring.keras_scorer(teacher_model)
+  assert teacher.output_kind == 'logits'
   student = small_model('student')
   distillation = training.DistillationModel(student, [teacher], temperature=2.0, alpha=0.5,
                                             mixup=1.0)

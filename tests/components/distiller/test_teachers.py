@@ -1,10 +1,15 @@
 """Teacher outputs: logits used as they are, probabilities detected, mismatches refused."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
+import tfx
+from tfx.utils import import_utils
 
+from components.common import measuring
 from components.distiller import teachers as teachers_lib
 
 
@@ -55,16 +60,24 @@ def test_declaring_probabilities_for_a_linear_output_is_refused_at_load(tmp_path
     teachers_lib.load_teacher(str(tmp_path / 'teacher'), 'probabilities')
 
 
+def without_a_hint(model):
+  """A teacher whose layers say nothing of its output (as for a custom output op)."""
+  teacher = measuring.keras_scorer(model)
+  teacher.output_kind = None
+  return teacher
+
+
 def test_outputs_that_contradict_the_declared_kind_are_refused_at_the_first_batch(tmp_path):
   model = saved_model(tmp_path / 'teacher', 3)
-  # The layer gives no hint (as for a custom output op); the values decide.
-  with pytest.raises(ValueError, match='outside \\[0, 1\\]: it emits logits'):
-    teachers_lib.check_teacher(teachers_lib.Teacher(model, 'probabilities', 'custom'),
-                               FEATURES, 3, 3)
+  with pytest.raises(ValueError, match='read as probabilities, but it emits values from .* '
+                                       'those are logits'):
+    teachers_lib.check_teacher(without_a_hint(model), FEATURES, 3, 3, 'probabilities')
   softmax_model = saved_model(tmp_path / 'softmax', 3, 'softmax')
-  with pytest.raises(ValueError, match='read as logits but every row'):
-    teachers_lib.check_teacher(teachers_lib.Teacher(softmax_model, 'logits', 'custom'),
-                               FEATURES, 3, 3)
+  with pytest.raises(ValueError, match='read as logits, but every row'):
+    teachers_lib.check_teacher(without_a_hint(softmax_model), FEATURES, 3, 3, 'logits')
+  auto = without_a_hint(softmax_model)
+  teachers_lib.check_teacher(auto, FEATURES, 3, 3)
+  assert auto.output_kind == 'probabilities'  # `auto` settled by the batch.
 
 
 def test_a_teacher_with_another_number_of_classes_is_refused(tmp_path):
@@ -74,6 +87,37 @@ def test_a_teacher_with_another_number_of_classes_is_refused(tmp_path):
     teachers_lib.check_teacher(teacher, FEATURES, 1, 2)
 
 
-def test_a_folder_without_a_keras_model_is_a_clear_error(tmp_path):
-  with pytest.raises(ValueError, match='is not a Keras SavedModel'):
+def test_a_folder_without_a_model_is_a_clear_error(tmp_path):
+  with pytest.raises(ValueError, match='teacher_model: .* holds no SavedModel'):
     teachers_lib.load_teacher(str(tmp_path))
+
+
+def test_the_stock_taxi_model_reads_as_probabilities_through_its_reshape():
+  # TFX's own module file, unchanged: Dense(1, sigmoid) then Reshape((1,)).
+  build_keras_model = import_utils.import_func_from_source(os.path.join(
+      os.path.dirname(tfx.__file__), 'examples', 'chicago_taxi_pipeline',
+      'taxi_utils_native_keras.py'), '_build_keras_model')
+  model = build_keras_model()
+  assert type(model.layers[-1]).__name__ == 'Reshape'
+  assert measuring.output_activation(model) == 'sigmoid'
+  assert measuring.keras_scorer(model).output_kind == 'probabilities'
+
+
+def test_a_teacher_saved_with_tf_saved_model_save_is_read_through_its_traced_call(tmp_path):
+  # As the stock penguin module saves: list inputs, no Keras metadata.
+  inputs = [tf_keras.Input(shape=(1,), name=f'f{index}_xf') for index in range(4)]
+  hidden = tf_keras.layers.Dense(8, activation='relu')(
+      tf_keras.layers.concatenate(inputs))
+  model = tf_keras.Model(inputs, tf_keras.layers.Dense(3)(hidden))
+  model.compile(optimizer='adam', loss='mse')
+  columns = {f'f{index}_xf': np.random.default_rng(index).normal(size=(16, 1)).astype('float32')
+             for index in range(4)}
+  model.fit([columns[f'f{index}_xf'] for index in range(4)], np.zeros((16, 3)), verbose=0)
+  tf.saved_model.save(model, str(tmp_path / 'stock'))
+  teacher = teachers_lib.load_teacher(str(tmp_path / 'stock'))
+  assert teacher.format == 'saved_model' and teacher.num_outputs == 3
+  teachers_lib.check_teacher(teacher, {**columns, 'extra_xf': columns['f0_xf']}, 3, 3)
+  assert teacher.output_kind == 'logits'
+  np.testing.assert_allclose(teacher.logits(columns).numpy(),
+                             model([columns[f'f{index}_xf'] for index in range(4)]).numpy(),
+                             rtol=1e-5)

@@ -16,7 +16,7 @@ from components.pruner import executor as pruner_executor
 from tests import helpers
 
 
-def run_pruner(data, model, output_dir, train_steps=60, **properties):
+def run_pruner(data, model, output_dir, train_steps=60, baseline=None, **properties):
   examples, graph, _ = data
   pruned = helpers.artifact(standard_artifacts.Model, os.path.join(output_dir, 'pruned'))
   metrics = helpers.artifact(artifacts.ModelMetrics, os.path.join(output_dir, 'metrics'))
@@ -28,8 +28,11 @@ def run_pruner(data, model, output_dir, train_steps=60, **properties):
       'eval_args': json.dumps({'num_steps': 5}),
       'custom_config': json.dumps({'batch_size': 32, 'learning_rate': 1e-3})}
   exec_properties.update(properties)
+  inputs = {'model': [model], 'examples': [examples], 'transform_graph': [graph]}
+  if baseline is not None:
+    inputs['baseline_model'] = [baseline]
   pruner_executor.Executor().Do(
-      {'model': [model], 'examples': [examples], 'transform_graph': [graph]},
+      inputs,
       {'pruned_model': [pruned], 'metrics': [metrics]}, exec_properties)
   with open(os.path.join(metrics.uri, 'metrics.json')) as handle:
     return pruned, json.load(handle)
@@ -76,7 +79,45 @@ def test_accuracy_budget_keeps_the_highest_sparsity_within_the_drop(data, teache
   assert metrics['target_sparsity'] == (max(kept) if kept else 0.0)
   for trial in trials:
     assert trial['within_budget'] == (
-        trial['dense_validation_accuracy'] - trial['validation_accuracy'] <= 0.05)
+        trial['baseline_accuracy'] - trial['eval_accuracy'] <= 0.05)
+  assert metrics['budget_against'] == 'input model'
+  assert metrics['pruned_layers'] and metrics['eval_split'] == 'eval'
+
+
+def untrained_model(data, output_dir):
+  """The tabular teacher's architecture, untrained: far below the trained teacher."""
+  import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+  from trainer_modules import tabular_teacher  # pylint: disable=import-outside-toplevel
+  _, graph, _ = data
+  tf_keras.utils.set_random_seed(0)
+  model = tabular_teacher.build_teacher(tft.TFTransformOutput(graph.uri))
+  artifact = helpers.artifact(standard_artifacts.Model, output_dir)
+  model.save(os.path.join(artifact.uri, 'Format-Serving'), save_format='tf')
+  return artifact
+
+
+def test_the_budget_is_the_teachers_and_a_spent_one_keeps_the_lowest_sparsity(
+    data, teacher, tmp_path):
+  weak = untrained_model(data, str(tmp_path / 'weak'))
+  _, metrics = run_pruner(data, weak, str(tmp_path / 'run'), train_steps=20, baseline=teacher,
+                          max_accuracy_drop=0.01)
+  assert metrics['budget_against'] == 'baseline (teacher)'
+  assert metrics['baseline_accuracy'] - metrics['dense_accuracy'] > 0.01
+  assert metrics['target_sparsity'] == 0.5  # The lowest tried, not the dense model.
+  assert [trial['within_budget'] for trial in metrics['trials']] == [False]
+  assert metrics['sparsity'] > 0.4
+
+
+def test_layers_tfmot_can_not_prune_stay_dense_and_are_named(data, teacher, tmp_path):
+  _, metrics = run_pruner(data, teacher, str(tmp_path), train_steps=20)
+  # The tabular teacher embeds its string column: tfmot prunes Embedding and Dense alike,
+  # and every layer with weights is either pruned or named as skipped.
+  assert any('dense' in name for name in metrics['pruned_layers'])
+  model = tf_keras.models.load_model(os.path.join(teacher.uri, 'Format-Serving'),
+                                     compile=False)
+  with_weights = {layer.name for layer in model.layers if layer.weights}
+  skipped = {entry.split(' ')[0] for entry in metrics['skipped_layers']}
+  assert with_weights == set(metrics['pruned_layers']) | skipped
 
 
 def make(**overrides):

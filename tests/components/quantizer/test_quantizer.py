@@ -6,12 +6,15 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+import tfx as tfx_package
 from tfx import v1 as tfx
+from tfx.utils import import_utils
 from tfx.types import standard_artifacts
 
 from components import Quantizer
 from components.common import artifacts
 from components.pruner import executor as pruner_executor
+from components.quantizer import conversion
 from components.quantizer import executor as quantizer_executor
 from components.quantizer import predict
 from tests import helpers
@@ -41,7 +44,8 @@ def test_full_integer_tensors_really_are_int8_and_it_serves_raw_examples(
     data, teacher, tmp_path):
   model_dir, metrics = run_quantizer(data, teacher, str(tmp_path), 'full_integer',
                                      io_type='int8')
-  assert sorted(os.listdir(model_dir)) == ['model.tflite', 'predict.py', 'serving.json']
+  assert sorted(os.listdir(model_dir)) == ['model.tflite', 'predict.py', 'serving.json',
+                                           'transform_graph']
   interpreter = tf.lite.Interpreter(model_path=os.path.join(model_dir, 'model.tflite'))
   dtypes = {np.dtype(detail['dtype']).name for detail in interpreter.get_tensor_details()}
   assert 'float32' not in dtypes and 'int8' in dtypes
@@ -99,6 +103,43 @@ def test_qat_with_preserve_sparsity_keeps_a_pruned_model_sparse_in_int8(
   assert max(np.mean(kernel == 0) for kernel in kernels) >= 0.75
 
 
+@pytest.fixture(scope='module')
+def stock_taxi_model():
+  """The model of TFX's own taxi module file, unchanged: CategoryEncoding, sigmoid, Reshape."""
+  build_keras_model = import_utils.import_func_from_source(os.path.join(
+      os.path.dirname(tfx_package.__file__), 'examples', 'chicago_taxi_pipeline',
+      'taxi_utils_native_keras.py'), '_build_keras_model')
+  return build_keras_model()
+
+
+def stock_features(model, count=20):
+  generator = np.random.default_rng(0)
+  for _ in range(count):
+    yield {name: (generator.integers(0, 5, size=(1, 1)).astype('int32')
+                  if tensor.dtype.is_integer else
+                  generator.normal(size=(1, 1)).astype('float32'))
+           for name, tensor in zip(model.input_names, model.inputs)}
+
+
+def test_category_encoding_runs_as_a_flex_op_in_the_weight_only_modes(stock_taxi_model):
+  assert conversion.ops_without_tflite_kernel(stock_taxi_model) == ['tf.DenseBincount']
+  flatbuffer = conversion.convert(stock_taxi_model, 'dynamic_range')
+  assert 'FlexDenseBincount' in conversion.float_ops(flatbuffer)
+  assert conversion.int8_weight_share(flatbuffer) > 0.5  # The dense kernels are int8.
+  interpreter = tf.lite.Interpreter(model_content=flatbuffer)
+  runner = interpreter.get_signature_runner()
+  outputs = runner(**next(stock_features(stock_taxi_model, 1)))
+  assert next(iter(outputs.values())).shape == (1, 1)
+
+
+@pytest.mark.parametrize('strict_int8', [False, True])
+def test_full_integer_refuses_an_op_with_no_tflite_kernel_by_name(stock_taxi_model, strict_int8):
+  # TF 2.16's calibrator would crash the process on the Flex op; it is refused first.
+  with pytest.raises(conversion.Int8Unsupported, match=r"'full_integer'.*tf\.DenseBincount"):
+    conversion.convert(stock_taxi_model, 'full_integer',
+                       lambda: stock_features(stock_taxi_model), strict_int8=strict_int8)
+
+
 def make(**overrides):
   return Quantizer(model=helpers.channel(standard_artifacts.Model),
                    examples=helpers.channel(standard_artifacts.Examples),
@@ -117,6 +158,8 @@ def test_outputs_are_a_quantized_model_and_metrics():
     ({'qat_steps': -5}, 'qat_steps must be an integer >= 1'),
     ({'preserve_sparsity': True, 'mode': 'full_integer'}, 'preserve_sparsity=True needs mode'),
     ({'latency_runs': 0}, 'latency_runs must be an integer >= 1'),
+    ({'strict_int8': 'yes'}, 'strict_int8 must be True or False'),
+    ({'label_key': ''}, 'label_key must name the transformed label feature'),
 ])
 def test_bad_arguments_fail_at_construction_naming_the_parameter(overrides, message):
   with pytest.raises(ValueError, match=message):

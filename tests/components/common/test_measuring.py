@@ -1,0 +1,100 @@
+"""The one measuring path: repeatable, kind-independent, and sizes that include the transform."""
+
+import os
+
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+import tf_keras
+
+from components.common import evaluation
+from components.common import measuring
+from components.quantizer import conversion
+from components.quantizer import executor as quantizer_executor
+from components.quantizer import predict
+from tests import helpers
+
+
+@pytest.fixture(scope='module')
+def raw_examples_uri(data, tmp_path_factory):
+  """The synthetic eval rows as ExampleGen lays raw examples out (label column included)."""
+  _, _, rows = data
+  uri = tmp_path_factory.mktemp('raw')
+  os.makedirs(uri / 'Split-eval')
+  with tf.io.TFRecordWriter(str(uri / 'Split-eval' / 'data.gz'), 'GZIP') as writer:
+    for row in rows:
+      writer.write(helpers.serialize(row))
+  return str(uri)
+
+
+@pytest.fixture(scope='module')
+def evaluation_set(data, raw_examples_uri):
+  _, graph, _ = data
+  return measuring.from_raw_examples(raw_examples_uri, 'eval', tft.TFTransformOutput(graph.uri),
+                                     'label', 'species')
+
+
+@pytest.fixture(scope='module')
+def float_tflite_dir(data, teacher, tmp_path_factory):
+  _, graph, _ = data
+  model = tf_keras.models.load_model(evaluation.serving_model_path(teacher.uri), compile=False)
+  folder = str(tmp_path_factory.mktemp('tflite') / 'float32')
+  quantizer_executor.write_tflite_folder(folder, conversion.convert(model), {
+      'format': 'tflite', 'output_kind': 'logits', 'label_column': 'species',
+      'transform_graph': predict.TRANSFORM_GRAPH_FOLDER}, graph.uri)
+  return folder
+
+
+def test_measuring_the_same_model_twice_gives_the_same_figures(teacher, evaluation_set):
+  model_dir = evaluation.serving_model_path(teacher.uri)
+  first = measuring.measure(model_dir, evaluation_set, latency_runs=5)
+  second = measuring.measure(model_dir, evaluation_set, latency_runs=5)
+  assert first['accuracy'] == second['accuracy'] > first['majority_accuracy']
+  assert first['examples'] == evaluation_set.size == 200
+  assert first['split'] == 'eval' and first['format'] == 'keras'
+
+
+def test_a_saved_model_and_its_float_tflite_agree_on_the_same_examples(
+    teacher, evaluation_set, float_tflite_dir):
+  keras_figures = measuring.measure(evaluation.serving_model_path(teacher.uri), evaluation_set, 5)
+  tflite_figures = measuring.measure(float_tflite_dir, evaluation_set, 5)
+  assert tflite_figures['format'] == 'tflite'
+  assert abs(keras_figures['accuracy'] - tflite_figures['accuracy']) <= 0.002
+  assert keras_figures['majority_accuracy'] == tflite_figures['majority_accuracy']
+
+
+def test_a_tflite_size_counts_its_transform_graph(data, float_tflite_dir):
+  _, graph, _ = data
+  flatbuffer = os.path.getsize(os.path.join(float_tflite_dir, predict.MODEL_FILE_NAME))
+  transform_graph = evaluation.directory_bytes(graph.uri)
+  assert measuring.size_bytes(float_tflite_dir) >= flatbuffer + transform_graph
+
+
+def test_latency_pays_for_the_transform_of_a_raw_example(teacher, evaluation_set):
+  scorer = measuring.load_scorer(evaluation.serving_model_path(teacher.uri))
+  calls = []
+  transform = evaluation_set.transform
+
+  def counting_transform(examples):
+    calls.append(examples)
+    return transform(examples)
+
+  timed = measuring.EvaluationSet(evaluation_set.features, evaluation_set.labels, 'eval',
+                                  evaluation_set.raw_examples, counting_transform)
+  measuring.latency_ms(scorer, timed, runs=3)
+  assert len(calls) == 4  # A warm-up call and three timed ones, each through the transform.
+  assert b'species' not in calls[0].numpy()[0]  # Serving requests lack the label column.
+
+
+def test_a_copied_tflite_folder_serves_with_its_own_transform_graph(
+    float_tflite_dir, data, tmp_path):
+  _, _, rows = data
+  first, copied = str(tmp_path / 'first'), str(tmp_path / 'elsewhere')
+  quantizer_executor.copy_folder(float_tflite_dir, first)
+  quantizer_executor.copy_folder(first, copied)
+  tf.io.gfile.rmtree(first)
+  assert not os.path.isabs(predict.TFLitePredictor(copied).serving['transform_graph'])
+  serialized = [helpers.serialize({key: value for key, value in row.items() if key != 'species'})
+                for row in rows[:10]]
+  expected = predict.TFLitePredictor(float_tflite_dir).predict_raw(serialized)['classes']
+  assert (predict.TFLitePredictor(copied).predict_raw(serialized)['classes'] == expected).all()
