@@ -63,6 +63,11 @@ def render_html(decision: Dict[str, Any], pushed_destination: Optional[str]) -> 
   else:
     pushed = 'Nothing was pushed.'
   limit = decision.get('max_model_bytes')
+  split = decision.get('split', 'eval')
+  split_note = ('' if split == 'test' else
+                f'<p><b>These examples have no held-out test split, so the gate decided on '
+                f'{escape(split)}</b>, the split that tuning and the sparsity search chose by; '
+                'add a test split to ExampleGen for an unbiased figure.</p>')
   rows = []
   teacher = decision['teacher']
   rows.append(f'<tr><td>teacher</td><td>{escape(teacher["format"])}</td>'
@@ -87,6 +92,7 @@ tr.chosen{{background:#e6ffe6}} tr.rejected{{background:#ffecec}}</style></head>
 <p>Gate: accuracy drop at most {decision["max_accuracy_drop"]:.4f} against the teacher
 {f"and size at most {int(limit)} bytes" if limit is not None else "(no size limit)"}, on
 {decision["eval_examples"]} {escape(decision.get("split", "eval"))} examples (majority class {decision["majority_accuracy"]:.4f}).</p>
+{split_note}
 <table><tr><th>model</th><th>format</th><th>accuracy</th><th>drop</th><th>bytes</th>
 <th>latency (ms)</th><th>gate</th><th>why</th></tr>
 {chr(10).join(rows)}

@@ -38,6 +38,23 @@ def remove_abandoned_staging(staging_root: str) -> None:
       fileio.rmtree(os.path.join(staging_root, name))
 
 
+def copy_nested_saved_models(model_path: str, staged_path: str) -> None:
+  """Copies the `saved_model.pb` files below the top level that the stock Pusher skips.
+
+  The stock Pusher holds back every `saved_model.pb` to copy the top one last (its
+  "model is complete" signal), and so drops nested ones, such as the transform
+  graph inside a Quantizer's self-contained TFLite folder.
+  """
+  for folder, _, files in fileio.walk(model_path):
+    relative = os.path.relpath(folder, model_path)
+    if relative == '.' or 'saved_model.pb' not in files:
+      continue
+    target = os.path.join(staged_path, relative, 'saved_model.pb')
+    if not fileio.exists(target):
+      fileio.makedirs(os.path.dirname(target))
+      fileio.copy(os.path.join(folder, 'saved_model.pb'), target)
+
+
 class Executor(pusher_executor.Executor):
   """Runs TFX's Pusher executor against a staging folder, then renames the result."""
 
@@ -63,6 +80,8 @@ class Executor(pusher_executor.Executor):
       if not pushed_model.get_int_custom_property('pushed'):
         return
       version = pushed_model.get_string_custom_property('pushed_version')
+      for copy in (os.path.join(staging_base, version), pushed_model.uri):
+        copy_nested_saved_models(self.GetModelPath(input_dict), copy)
       serving_path = os.path.join(base_directory, version)
       if fileio.exists(serving_path):
         raise FileExistsError(

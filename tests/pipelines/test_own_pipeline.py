@@ -80,6 +80,9 @@ def test_the_pushed_model_answers_raw_serialized_examples(run):
   run_summary = summary.summarize_run(metadata_path, 'penguin-distilled')
   decision = run_summary.gate_decision
   assert decision['blessed'] and decision['split'] == 'eval'  # No test split here.
+  report_dir = latest_uri(metadata_path, 'AccuracyGate', 'distillery.ModelMetrics')
+  with open(os.path.join(report_dir, 'report.html')) as handle:
+    assert 'no held-out test split, so the gate decided on eval' in handle.read()
   pushed = run_summary.pushed_destination
   assert pushed.startswith(str(work_dir / 'serving' / 'penguin'))
   raw = evaluation.read_serialized_examples(os.path.join(

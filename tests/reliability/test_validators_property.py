@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from components.common import labels
 from components.common import parameters
 from components.common import reading
 from components.distiller import training as distiller_training
@@ -86,7 +87,7 @@ def test_pruner_sparsity_pattern_and_budget(sparsity, m, n, use_m_by_n, drop):
   m_by_n = (m, n) if use_m_by_n else None
   valid = (is_number(sparsity) and 0 < sparsity < 1
            and (m_by_n is None or (m >= 1 and n >= 1 and m < n))
-           and (drop is None or (is_number(drop) and 0 <= drop < 1))
+           and (drop is None or (is_number(drop) and 0 <= drop <= 1))
            and not (drop is not None and m_by_n is not None))
   assert accepted(pruner_component.validate, sparsity, 'polynomial', 0, None, None, m_by_n,
                   drop, (0.5, 0.9)) == valid
@@ -103,6 +104,18 @@ def test_quantizer_modes_and_counts(mode, io_type, samples, preserve):
            and not (preserve and mode != 'qat'))
   assert accepted(quantizer_component.validate, mode, io_type, samples, 10, preserve, 10,
                   10) == valid
+
+
+@settings(max_examples=100, deadline=None)
+@given(label_key=st.one_of(st.text(max_size=8), ANYTHING),
+       num_classes=st.one_of(st.none(), st.integers(-3, 5), ANYTHING))
+def test_label_key_and_num_classes(label_key, num_classes):
+  valid = (isinstance(label_key, str) and label_key != ''
+           and (num_classes is None or (isinstance(num_classes, int)
+                                        and not isinstance(num_classes, bool)
+                                        and num_classes >= 2)))
+  assert accepted(lambda: (labels.validate_label_key(label_key),
+                           labels.validate_num_classes(num_classes))) == valid
 
 
 @settings(max_examples=100, deadline=None)

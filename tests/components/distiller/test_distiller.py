@@ -172,6 +172,7 @@ def test_bad_arguments_fail_at_construction_naming_the_parameter(overrides, mess
 
 def test_a_single_class_label_is_refused_before_training_naming_the_key(teacher, tmp_path):
   rows = [{**row, 'species': 1} for row in helpers.synthetic_rows(300)]
+  (tmp_path / 'data').mkdir()
   single = helpers.transformed_artifacts(str(tmp_path / 'data'), 240, 60, rows=rows)
   with pytest.raises(ValueError, match=r"label_key 'label' has 1 class.*at least two"):
     run_distiller(single, [teacher], str(tmp_path))
