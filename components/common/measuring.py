@@ -329,6 +329,9 @@ def _keras_scorer(model_dir: str, model) -> Scorer:
   if kind is None and activation is not None:
     kind = 'logits'
 
+  # Traced once (shapes generalised): an eager Keras call costs tens of milliseconds,
+  # which would swamp a batch-1 latency.
+  @tf.function(reduce_retracing=True)
   def scores(features):
     outputs = model(features, training=False)
     if isinstance(outputs, dict):
@@ -468,8 +471,7 @@ def measure(model_dir: str, evaluation_set: EvaluationSet, latency_runs: int = 1
   """Every figure of one model: format, accuracy, majority, size, latency, examples, split."""
   scorer = scorer or load_scorer(model_dir)
   if scorer.output_kind is None:
-    scorer.resolve_output_kind(evaluation_set.one_example() if evaluation_set.size < 64 else
-                               next(evaluation_set.batches(64)))
+    scorer.resolve_output_kind(next(evaluation_set.batches(64)))
   return {'format': scorer.format,
           'output_kind': scorer.output_kind,
           'accuracy': accuracy(scorer, evaluation_set),

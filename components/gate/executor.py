@@ -94,14 +94,21 @@ class Executor(base_executor.BaseExecutor):
       candidates.append({'name': name, 'model_dir': model_dir, **figures,
                          'accuracy_drop': drop, 'passed': not reasons, 'reasons': reasons})
 
+    # Smallest first; among equal sizes the more accurate, then the faster.
     passing = sorted((candidate for candidate in candidates if candidate['passed']),
-                     key=lambda candidate: candidate['size_bytes'])
+                     key=lambda candidate: (candidate['size_bytes'], -candidate['accuracy'],
+                                            candidate['latency_ms']))
     chosen = passing[0] if passing else None
     for candidate in candidates:
       if candidate['passed'] and candidate is not chosen:
-        candidate['reasons'].append(f'passed, but {chosen["name"]} is smaller '
-                                    f'({chosen["size_bytes"]} < {candidate["size_bytes"]} '
-                                    'bytes)')
+        if candidate['size_bytes'] > chosen['size_bytes']:
+          candidate['reasons'].append(f'passed, but {chosen["name"]} is smaller '
+                                      f'({chosen["size_bytes"]} < {candidate["size_bytes"]} '
+                                      'bytes)')
+        else:
+          candidate['reasons'].append(
+              f'passed, but {chosen["name"]} is as small ({chosen["size_bytes"]} bytes) and '
+              f'at least as accurate ({chosen["accuracy"]:.4f} >= {candidate["accuracy"]:.4f})')
     decision = {
         'blessed': chosen is not None,
         'chosen': chosen['name'] if chosen else None,
