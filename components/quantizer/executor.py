@@ -152,7 +152,7 @@ class Executor(base_executor.BaseExecutor):
                      '(int8 share of weights %.3f)', mode, ', '.join(metrics['float_ops']),
                      metrics['int8_weight_share'])
     logger.info('Quantizer (%s): flatbuffer %d bytes (%.3f of float32 TFLite), accuracy %.4f '
-                '(float32 %.4f, majority %.4f), batch-1 latency with the transform %.3f ms '
+                '(float32 %.4f, majority %.4f) on eval, batch-1 model latency %.3f ms '
                 '(float32 %.3f ms)', mode, len(flatbuffer), metrics['size_ratio'],
                 metrics['accuracy'], metrics['float32_tflite']['accuracy'],
                 metrics['majority_accuracy'], metrics['latency_ms'],
