@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from components.common import evaluation
+from components.common import progress
 from components.common import reading
 
 OUTPUT_KINDS = ('logits', 'probabilities')
@@ -309,6 +310,12 @@ class Scorer:
           f'{scores.min():.3g} to {scores.max():.3g}'
           f'{"" if scores.shape[-1] == 1 else " in rows that do not sum to 1"}: those are '
           'logits. Declare "logits".')
+    if kind == 'logits' and probabilities and scores.shape[-1] == 1 and len(scores) >= 16:
+      # One output between 0 and 1 on a whole batch may be a sigmoid the layers hide.
+      progress.get_logger().warning(
+          'WARNING: the model at %s is read as logits, but all %d of its outputs on a batch '
+          'lie in [0, 1], as a sigmoid\'s would; declare "probabilities" if it ends in one.',
+          self.model_dir, len(scores))
     if kind == 'logits' and probabilities and scores.shape[-1] > 1:
       raise ValueError(
           f'The model at {self.model_dir} is read as logits, but every row it emits is a '
