@@ -19,6 +19,65 @@ class Int8Unsupported(ValueError):
   """An op of the model has no int8 kernel and strict_int8 refuses float fallback."""
 
 
+class OneHotEncoding(tf_keras.layers.Layer):
+  """Keras' CategoryEncoding (multi_hot, count, or one_hot of one id) as one_hot and a reduce.
+
+  CategoryEncoding lowers to tf.DenseBincount, which TFLite has no kernel for in
+  any type; ONE_HOT and REDUCE_MAX/SUM are builtins with int8 kernels, and give
+  the same values.
+  """
+
+  def __init__(self, num_tokens: int, output_mode: str = 'multi_hot', **kwargs):
+    super().__init__(**kwargs)
+    self.num_tokens = int(num_tokens)
+    self.output_mode = output_mode
+
+  def call(self, inputs):
+    ids = tf.cast(inputs, tf.int32)
+    if ids.shape.rank == 1:
+      ids = tf.expand_dims(ids, -1)
+    encoded = tf.one_hot(ids, self.num_tokens)
+    if self.output_mode == 'count':
+      return tf.reduce_sum(encoded, axis=-2)
+    return tf.reduce_max(encoded, axis=-2)
+
+  def get_config(self):
+    return {**super().get_config(), 'num_tokens': self.num_tokens,
+            'output_mode': self.output_mode}
+
+
+def _rewritable(layer) -> bool:
+  if not isinstance(layer, tf_keras.layers.CategoryEncoding):
+    return False
+  config = layer.get_config()
+  if config.get('sparse'):
+    return False
+  if config['output_mode'] == 'one_hot':  # One id per row only: several ids keep their axis.
+    return layer.input_shape[-1] in (1, None) and len(layer.input_shape) == 2
+  return config['output_mode'] in ('multi_hot', 'count')
+
+
+def tflite_friendly(model: tf_keras.Model) -> tf_keras.Model:
+  """The same model with every CategoryEncoding it can replace swapped for `OneHotEncoding`.
+
+  Returns the model itself when it has none.
+  """
+  if not any(_rewritable(layer) for layer in model.layers):
+    return model
+  from components.common import modeling  # pylint: disable=g-import-not-at-top
+
+  def clone(layer):
+    if _rewritable(layer):
+      config = layer.get_config()
+      return OneHotEncoding(config['num_tokens'], config['output_mode'], name=layer.name)
+    return layer.__class__.from_config(layer.get_config())
+
+  model = modeling.graph_model(model)
+  rewritten = tf_keras.models.clone_model(model, clone_function=clone)
+  modeling.copy_layer_weights(model, rewritten)
+  return rewritten
+
+
 def _converter(model: tf_keras.Model, ops) -> tf.lite.TFLiteConverter:
   converter = tf.lite.TFLiteConverter.from_keras_model(model)
   converter.target_spec.supported_ops = list(ops)
@@ -50,10 +109,11 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
   In the full integer modes every op is asked for an int8 kernel first. An op
   that has none makes the conversion fail; then, unless `strict_int8`, the
   model is converted again with float kernels allowed for such ops only (the
-  rest stay int8), and `float_ops` names them. An op with no TFLite kernel at
-  all (tf.DenseBincount, from CategoryEncoding) runs as a Flex op in the float
-  and weight-only modes; full integer calibration can not run it, so those
-  modes refuse it by name.
+  rest stay int8), and `float_ops` names them. CategoryEncoding layers are
+  first rewritten as ONE_HOT and a reduce (`tflite_friendly`), which have int8
+  kernels. An op with no TFLite kernel at all still runs as a Flex op in the
+  float and weight-only modes; full integer calibration can not run it (TF
+  2.16's calibrator crashes the process), so those modes refuse it by name.
 
   Args:
     model: A Keras model over transformed features that outputs logits.
@@ -73,6 +133,7 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
     ValueError: when a full integer conversion holds no int8 tensor.
   """
   builtins = [tf.lite.OpsSet.TFLITE_BUILTINS]
+  model = tflite_friendly(model)
   if mode not in ('full_integer', 'qat'):
 
     def float_converter(ops):
@@ -96,9 +157,9 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
     # TF 2.16's calibrator crashes the process on a Flex op, so this is checked first.
     raise Int8Unsupported(
         f'mode {mode!r}: the model has ops with no TFLite kernel in any type: '
-        f'{", ".join(flex)} (Keras CategoryEncoding lowers to tf.DenseBincount). Full '
-        'integer calibration can not run them. Use mode "dynamic_range" or "float16" '
-        '(they run such ops as Flex ops), or encode those features with an Embedding.')
+        f'{", ".join(flex)}. Full integer calibration can not run them. Use mode '
+        '"dynamic_range" or "float16" (they run such ops as Flex ops), or express them with '
+        'TFLite builtin ops.')
 
   def representative_dataset():
     for features in representative_features():
@@ -178,14 +239,18 @@ def tensor_dtypes(flatbuffer: bytes) -> Dict[str, int]:
 
 
 def float_ops(flatbuffer: bytes) -> List[str]:
-  """Ops that compute in float (not the quantize/dequantize at the edges), by name."""
+  """Ops that do not run an int8 kernel, by name: float outputs, or Flex (TensorFlow) ops.
+
+  The quantize/dequantize ops at the edges are left out.
+  """
   interpreter = tf.lite.Interpreter(model_content=flatbuffer)
   dtypes = {detail['index']: detail['dtype'] for detail in interpreter.get_tensor_details()}
   found = []
   for op in interpreter._get_ops_details():  # pylint: disable=protected-access
     if op['op_name'] in ('QUANTIZE', 'DEQUANTIZE'):
       continue
-    if any(dtypes.get(index) == np.float32 for index in op['outputs']):
+    if op['op_name'].startswith('Flex') or any(dtypes.get(index) == np.float32
+                                               for index in op['outputs']):
       found.append(op['op_name'])
   return sorted(set(found))
 

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 import tfx as tfx_package
 from tfx import v1 as tfx
 from tfx.utils import import_utils
@@ -121,23 +122,58 @@ def stock_features(model, count=20):
            for name, tensor in zip(model.input_names, model.inputs)}
 
 
-def test_category_encoding_runs_as_a_flex_op_in_the_weight_only_modes(stock_taxi_model):
+def test_category_encoding_is_rewritten_to_the_same_values_with_tflite_builtins(
+    stock_taxi_model):
+  batch = {name: np.concatenate([example[name] for example in
+                                 stock_features(stock_taxi_model, 32)])
+           for name in stock_taxi_model.input_names}
+  rewritten = conversion.tflite_friendly(stock_taxi_model)
+  assert not any(isinstance(layer, tf_keras.layers.CategoryEncoding)
+                 for layer in rewritten.layers)
+  np.testing.assert_array_equal(rewritten(batch).numpy(), stock_taxi_model(batch).numpy())
   assert conversion.ops_without_tflite_kernel(stock_taxi_model) == ['tf.DenseBincount']
-  flatbuffer = conversion.convert(stock_taxi_model, 'dynamic_range')
-  assert 'FlexDenseBincount' in conversion.float_ops(flatbuffer)
-  assert conversion.int8_weight_share(flatbuffer) > 0.5  # The dense kernels are int8.
-  interpreter = tf.lite.Interpreter(model_content=flatbuffer)
-  runner = interpreter.get_signature_runner()
-  outputs = runner(**next(stock_features(stock_taxi_model, 1)))
+  assert conversion.ops_without_tflite_kernel(rewritten) == []
+
+
+@pytest.mark.parametrize('mode', ['full_integer', 'dynamic_range'])
+def test_the_stock_taxi_model_converts_in_int8_modes_without_float_ops(stock_taxi_model, mode):
+  flatbuffer = conversion.convert(stock_taxi_model, mode,
+                                  lambda: stock_features(stock_taxi_model), strict_int8=True)
+  assert conversion.tensor_dtypes(flatbuffer).get('int8', 0) > 0
+  assert conversion.int8_weight_share(flatbuffer) > 0.9
+  if mode == 'full_integer':
+    assert conversion.float_ops(flatbuffer) == []  # Fully int8, so strict_int8 passes.
+  runner = tf.lite.Interpreter(model_content=flatbuffer).get_signature_runner()
+  inputs = runner.get_input_details()
+  outputs = runner(**{name: values.astype(inputs[name]['dtype'])
+                      for name, values in next(stock_features(stock_taxi_model, 1)).items()})
   assert next(iter(outputs.values())).shape == (1, 1)
 
 
+def bincount_model():
+  """A model whose op (tf.math.bincount -> tf.DenseBincount) has no TFLite kernel at all."""
+  ids = tf_keras.Input(shape=(3,), dtype='int32', name='ids')
+  counts = tf_keras.layers.Lambda(lambda values: tf.cast(tf.math.bincount(
+      values, minlength=5, maxlength=5, axis=-1), tf.float32))(ids)
+  counts = tf_keras.layers.Reshape((5,))(counts)  # bincount leaves the width unknown.
+  return tf_keras.Model({'ids': ids}, tf_keras.layers.Dense(2)(counts))
+
+
+def test_an_op_with_no_tflite_kernel_runs_as_flex_in_weight_only_modes():
+  model = bincount_model()
+  assert conversion.ops_without_tflite_kernel(model) == ['tf.DenseBincount']
+  flatbuffer = conversion.convert(model, 'dynamic_range')
+  assert 'FlexDenseBincount' in conversion.float_ops(flatbuffer)
+
+
 @pytest.mark.parametrize('strict_int8', [False, True])
-def test_full_integer_refuses_an_op_with_no_tflite_kernel_by_name(stock_taxi_model, strict_int8):
+def test_full_integer_refuses_an_op_with_no_tflite_kernel_by_name(strict_int8):
   # TF 2.16's calibrator would crash the process on the Flex op; it is refused first.
+  model = bincount_model()
+  ids = np.random.default_rng(0).integers(0, 5, size=(20, 1, 3)).astype('int32')
   with pytest.raises(conversion.Int8Unsupported, match=r"'full_integer'.*tf\.DenseBincount"):
-    conversion.convert(stock_taxi_model, 'full_integer',
-                       lambda: stock_features(stock_taxi_model), strict_int8=strict_int8)
+    conversion.convert(model, 'full_integer', lambda: ({'ids': row} for row in ids),
+                       strict_int8=strict_int8)
 
 
 def make(**overrides):
