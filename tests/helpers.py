@@ -182,3 +182,27 @@ def channel(artifact_type):
   """A channel of `artifact_type` for constructing a component in a test."""
   from tfx import v1 as tfx
   return tfx.dsl.Channel(type=artifact_type)
+
+
+class ProgressLines:
+  """Collects the lines the project logger shows a person, while in a `with` block."""
+
+  def __init__(self):
+    import logging  # pylint: disable=import-outside-toplevel
+
+    class Handler(logging.Handler):
+
+      def emit(handler, record):  # pylint: disable=no-self-argument
+        self.lines.append(record.getMessage())
+
+    self.lines = []
+    self._handler = Handler()
+
+  def __enter__(self):
+    from components.common import progress  # pylint: disable=import-outside-toplevel
+    progress.get_logger().addHandler(self._handler)
+    return self.lines
+
+  def __exit__(self, *exc_info):
+    from components.common import progress  # pylint: disable=import-outside-toplevel
+    progress.get_logger().removeHandler(self._handler)

@@ -1,6 +1,5 @@
 """Teacher outputs: logits used as they are, probabilities detected, mismatches refused."""
 
-import logging
 import os
 
 import numpy as np
@@ -11,8 +10,8 @@ import tfx
 from tfx.utils import import_utils
 
 from components.common import measuring
-from components.common import progress
 from components.distiller import teachers as teachers_lib
+from tests import helpers
 
 
 def saved_model(path, units, activation=None):
@@ -125,26 +124,12 @@ def test_a_teacher_saved_with_tf_saved_model_save_is_read_through_its_traced_cal
                              rtol=1e-5)
 
 
-class Lines(logging.Handler):
-
-  def __init__(self):
-    super().__init__()
-    self.lines = []
-
-  def emit(self, record):
-    self.lines.append(record.getMessage())
-
-
 def test_a_binary_teacher_read_as_logits_whose_outputs_all_lie_in_0_1_is_warned_about(tmp_path):
   model = saved_model(tmp_path / 'teacher', 1)
   hidden_sigmoid = measuring.Scorer('hidden', lambda features: tf.sigmoid(model(features)),
                                     'keras', ['x'], 1, None)
-  lines = Lines()
-  progress.get_logger().addHandler(lines)
-  try:
+  with helpers.ProgressLines() as lines:
     teachers_lib.check_teacher(hidden_sigmoid, FEATURES, 1, 2, 'logits')
     teachers_lib.check_teacher(measuring.keras_scorer(model), FEATURES, 1, 2, 'logits')
-  finally:
-    progress.get_logger().removeHandler(lines)
   # Only the hidden sigmoid is warned about; the real logits (some outside [0, 1]) are not.
-  assert len([line for line in lines.lines if "as a sigmoid's would" in line]) == 1
+  assert len([line for line in lines if "as a sigmoid's would" in line]) == 1

@@ -2,7 +2,6 @@
 
 import glob
 import json
-import logging
 import os
 import signal
 import threading
@@ -16,7 +15,6 @@ from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 
 from components import DistributedTrainer
-from components.common import progress
 from components.distributed_trainer import cluster
 from components.distributed_trainer import executor as trainer_executor
 from components.distributed_trainer import strategy as strategy_lib
@@ -27,23 +25,10 @@ TABULAR_TEACHER = datasets.module_file('tabular_teacher')
 STOCK_STYLE_MODULE = os.path.join(os.path.dirname(__file__), 'stock_style_module.py')
 
 
-class ProgressLines(logging.Handler):
-  """Collects the lines the executor shows a person."""
-
-  def __init__(self):
-    super().__init__()
-    self.lines = []
-
-  def emit(self, record):
-    self.lines.append(record.getMessage())
-
-
 @pytest.fixture
 def progress_lines():
-  handler = ProgressLines()
-  progress.get_logger().addHandler(handler)
-  yield handler.lines
-  progress.get_logger().removeHandler(handler)
+  with helpers.ProgressLines() as lines:
+    yield lines
 
 
 def run_executor(data, output_dir, module_file=TABULAR_TEACHER, train_steps=40, epochs=2,
