@@ -7,6 +7,7 @@ ENV TF_USE_LEGACY_KERAS=1
 WORKDIR /distillery
 COPY pyproject.toml README.md ./
 COPY requirements requirements
+COPY tfx_distillery tfx_distillery
 COPY components components
 COPY pipelines pipelines
 COPY trainer_modules trainer_modules

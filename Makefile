@@ -17,7 +17,7 @@ $(INSTALLED): pyproject.toml requirements/lock.txt scripts/setup_venv.sh
 	touch $(INSTALLED)
 
 demo: $(INSTALLED)
-	$(PYTHON) -m pipelines.local_runner --dataset taxi
+	$(PYTHON) -m tfx_distillery.pipelines.local_runner --dataset taxi
 
 test: $(INSTALLED)
 	$(PYTHON) -m pytest tests

@@ -14,9 +14,9 @@ import tempfile
 
 from tfx import v1 as tfx
 
-import components
+from tfx_distillery import components
 from benchmarks import common
-from pipelines import datasets
+from tfx_distillery.pipelines import datasets
 
 
 def tiled_csv(work_dir: str, tiles: int) -> str:

@@ -10,10 +10,10 @@ from typing import Callable
 
 from tfx import v1 as tfx
 
-import components
-from components.common import progress
-from pipelines import datasets
-from pipelines import summary
+from tfx_distillery import components
+from tfx_distillery.components.common import progress
+from tfx_distillery.pipelines import datasets
+from tfx_distillery.pipelines import summary
 
 
 def transform_dataset(dataset_name: str, work_dir: str, num_shards: int = 8):

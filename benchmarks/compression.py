@@ -19,11 +19,11 @@ from tfx.types import standard_artifacts
 
 from benchmarks import common
 from benchmarks import distillation as distillation_benchmark
-from components.common import artifacts
-from components.distiller import training
-from components.pruner import executor as pruner_executor
-from components.quantizer import executor as quantizer_executor
-from pipelines import datasets
+from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.distiller import training
+from tfx_distillery.components.pruner import executor as pruner_executor
+from tfx_distillery.components.quantizer import executor as quantizer_executor
+from tfx_distillery.pipelines import datasets
 
 QUANTIZATION_MODES = ('dynamic_range', 'float16', 'full_integer', 'qat')
 PRUNING_STEPS = {'digits': 1000, 'taxi': 600}

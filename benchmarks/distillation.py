@@ -24,15 +24,15 @@ from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 
 from benchmarks import common
-from components.common import artifacts
-from components.common import evaluation
-from components.common import measuring
-from components.common import reading
-from components.distiller import executor as distiller_executor
-from components.distiller import spec as distiller_spec
-from components.distiller import training
-from components.distributed_trainer import executor as trainer_executor
-from pipelines import datasets
+from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.common import measuring
+from tfx_distillery.components.common import reading
+from tfx_distillery.components.distiller import executor as distiller_executor
+from tfx_distillery.components.distiller import spec as distiller_spec
+from tfx_distillery.components.distiller import training
+from tfx_distillery.components.distributed_trainer import executor as trainer_executor
+from tfx_distillery.pipelines import datasets
 
 # Per dataset: teacher steps, student steps, per-replica batch, epochs, eval steps.
 BUDGETS = {

@@ -19,9 +19,9 @@ from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 
 from benchmarks import common
-from components.common import measuring
-from components.distributed_trainer import executor as trainer_executor
-from pipelines import datasets
+from tfx_distillery.components.common import measuring
+from tfx_distillery.components.distributed_trainer import executor as trainer_executor
+from tfx_distillery.pipelines import datasets
 
 EPOCHS = 4
 EXAMPLES_PER_EPOCH = 40_000

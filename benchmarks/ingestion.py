@@ -32,9 +32,9 @@ from tfx.types import standard_artifacts
 from tfx_bsl.public import tfxio
 
 from benchmarks import common
-from components.common import reading
-from trainer_modules import base
-from trainer_modules import taxi_teacher
+from tfx_distillery.components.common import reading
+from tfx_distillery.trainer_modules import base
+from tfx_distillery.trainer_modules import taxi_teacher
 
 BATCH_SIZE = 256
 

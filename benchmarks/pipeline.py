@@ -11,7 +11,7 @@ import os
 import shutil
 
 from benchmarks import common
-from pipelines import local_runner
+from tfx_distillery.pipelines import local_runner
 
 
 def main() -> None:

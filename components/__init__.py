@@ -1,18 +1,32 @@
-"""tfx-distillery components: train a big model and ship a small one."""
+"""tfx-distillery's components, one subpackage each; the classes load on first use.
 
-import os
+Importing a shared piece (`tfx_distillery.components.common.progress`) must not load
+TFX, so a command can send TensorFlow's start-up noise to its log file first.
+"""
 
-# tensorflow-model-optimization needs Keras 2; this must happen before TF loads.
-os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
+import importlib
 
-from components.distiller import Distiller  # pylint: disable=g-import-not-at-top
-from components.distributed_trainer import DistributedTrainer  # pylint: disable=g-import-not-at-top
-from components.example_validator import StrictExampleValidator  # pylint: disable=g-import-not-at-top
-from components.gate import AccuracyGate  # pylint: disable=g-import-not-at-top
-from components.ingest_transform import IngestionTransform  # pylint: disable=g-import-not-at-top
-from components.pruner import Pruner  # pylint: disable=g-import-not-at-top
-from components.pusher import AtomicPusher  # pylint: disable=g-import-not-at-top
-from components.quantizer import Quantizer  # pylint: disable=g-import-not-at-top
+_COMPONENTS = {
+    'AccuracyGate': 'gate',
+    'AtomicPusher': 'pusher',
+    'Distiller': 'distiller',
+    'DistributedTrainer': 'distributed_trainer',
+    'IngestionTransform': 'ingest_transform',
+    'Pruner': 'pruner',
+    'Quantizer': 'quantizer',
+    'StrictExampleValidator': 'example_validator',
+}
 
-__all__ = ['AccuracyGate', 'AtomicPusher', 'Distiller', 'DistributedTrainer', 'IngestionTransform', 'Pruner', 'Quantizer',
-           'StrictExampleValidator']
+__all__ = sorted(_COMPONENTS)
+
+
+def __getattr__(name):
+  if name in _COMPONENTS:
+    value = getattr(importlib.import_module(f'{__name__}.{_COMPONENTS[name]}'), name)
+    globals()[name] = value
+    return value
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def __dir__():
+  return sorted(set(globals()) | set(__all__))

@@ -9,10 +9,11 @@ import dataclasses
 import os
 from typing import List, Optional
 
-from pipelines import schemas
-import trainer_modules
-
+from tfx_distillery import trainer_modules
 DATASET_NAMES = ('taxi', 'digits', 'csv')
+
+# Curated schemas ship as package data in this folder (see write_schemas.py).
+SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'schemas')
 
 # The label every transform module of ours writes, whatever the raw column is.
 TRANSFORMED_LABEL_KEY = 'label'
@@ -45,6 +46,27 @@ class Dataset:
 def module_file(module_name: str) -> str:
   """Returns the path of a module file in the `trainer_modules` package."""
   return os.path.join(os.path.dirname(trainer_modules.__file__), f'{module_name}.py')
+
+
+def curated_schema_path(dataset_name: str) -> str:
+  """Returns where the curated schema of `taxi` or `digits` lives in the package."""
+  return os.path.join(SCHEMA_DIR, dataset_name, 'schema.pbtxt')
+
+
+def schema_file(dataset_name: str) -> str:
+  """Returns the curated schema of `taxi` or `digits`.
+
+  Raises:
+    FileNotFoundError: naming the file, when the package was installed without it;
+      the run would otherwise lose its data check without a word.
+  """
+  path = curated_schema_path(dataset_name)
+  if not os.path.isfile(path):
+    raise FileNotFoundError(
+        f'The curated {dataset_name} schema {path} is missing from the installed '
+        'tfx_distillery package; reinstall it (the wheel ships pipelines/schemas/*/'
+        'schema.pbtxt as package data).')
+  return path
 
 
 def taxi_data_dir() -> str:
@@ -155,12 +177,12 @@ def resolve(name: str,
   if name == 'taxi':
     return Dataset('taxi', taxi_data_dir(), 'tips', module_file('taxi_transform'),
                    module_file('taxi_teacher'), module_file('taxi_student'),
-                   schemas.schema_file('taxi'))
+                   schema_file('taxi'))
   if name == 'digits':
     data_root = write_digits_csv(os.path.join(work_dir, 'data', 'digits'))
     return Dataset('digits', data_root, 'label', module_file('digits_transform'),
                    module_file('digits_teacher'), module_file('digits_student'),
-                   schemas.schema_file('digits'))
+                   schema_file('digits'))
   if name == 'csv':
     if not data or not label:
       raise ValueError('--dataset csv needs --data DIR (a folder of CSV files) and '

@@ -1,7 +1,7 @@
 """Compiles the pipeline for Kubeflow Pipelines / Vertex AI Pipelines; needs no cluster.
 
 Usage:
-  python -m pipelines.kubeflow_runner --output FILE [--image IMAGE]
+  python -m tfx_distillery.pipelines.kubeflow_runner --output FILE [--image IMAGE]
       [--dataset taxi|digits|csv] [--data-root DIR] [--label COLUMN]
       [--pipeline-root DIR] [--serving-dir DIR]
 
@@ -16,14 +16,14 @@ import os
 import sys
 from typing import List, Optional
 
-from pipelines import datasets
+from tfx_distillery.pipelines import datasets
 
 DEFAULT_IMAGE = 'tfx-distillery:latest'
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(
-      prog='python -m pipelines.kubeflow_runner',
+      prog='python -m tfx_distillery.pipelines.kubeflow_runner',
       description='Compile the tfx-distillery pipeline to a Kubeflow Pipelines JSON file.')
   parser.add_argument('--output', required=True, help='pipeline JSON file to write')
   parser.add_argument('--image', default=DEFAULT_IMAGE,
@@ -63,7 +63,7 @@ def stage_schema(schema_file: Optional[str], pipeline_root: str) -> Optional[str
 def compile_pipeline(args: argparse.Namespace) -> str:
   """Writes the pipeline JSON and returns its path."""
   from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
-  from pipelines import pipeline  # pylint: disable=g-import-not-at-top
+  from tfx_distillery.pipelines import pipeline  # pylint: disable=g-import-not-at-top
   if args.dataset == 'csv':
     dataset = datasets.Dataset('csv', args.data_root, args.label,
                                datasets.module_file('tabular_transform'),

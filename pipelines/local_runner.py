@@ -1,7 +1,7 @@
 """Runs the pipeline locally: LocalDagRunner, Beam DirectRunner, SQLite ML Metadata.
 
 Usage:
-  python -m pipelines.local_runner --dataset taxi|digits|csv [--data DIR --label COLUMN]
+  python -m tfx_distillery.pipelines.local_runner --dataset taxi|digits|csv [--data DIR --label COLUMN]
       [--pipeline-root DIR] [--serving-dir DIR] [--train-steps N]
       [--student-train-steps N] [--num-workers N]
 
@@ -25,8 +25,8 @@ from typing import Any, Dict, Iterator, List, Optional
 # TensorFlow's C++ INFO/WARNING lines drown the progress lines; errors still show.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from components.common import progress  # pylint: disable=g-import-not-at-top
-from pipelines import datasets
+from tfx_distillery.components.common import progress  # pylint: disable=g-import-not-at-top
+from tfx_distillery.pipelines import datasets
 
 PIPELINE_NAME_PREFIX = 'distillery'
 DEFAULT_TRAIN_STEPS = {'taxi': 1500, 'digits': 1000, 'csv': 1000}
@@ -94,7 +94,7 @@ def console_shows_progress_only(log_path: str) -> Iterator[ComponentProgressHand
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(
-      prog='python -m pipelines.local_runner',
+      prog='python -m tfx_distillery.pipelines.local_runner',
       description='Train a teacher, distil and compress it, and push the small model.')
   parser.add_argument('--dataset', required=True, choices=datasets.DATASET_NAMES)
   parser.add_argument('--data', help='csv only: folder of CSV files')
@@ -196,8 +196,8 @@ def execute(args: argparse.Namespace) -> RunResult:
       log_path) as component_progress:
     # Imported here so `--help` and argument errors answer without loading TFX.
     from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
-    from pipelines import pipeline  # pylint: disable=g-import-not-at-top
-    from pipelines import summary  # pylint: disable=g-import-not-at-top
+    from tfx_distillery.pipelines import pipeline  # pylint: disable=g-import-not-at-top
+    from tfx_distillery.pipelines import summary  # pylint: disable=g-import-not-at-top
 
     dataset = datasets.resolve(args.dataset, pipeline_root, args.data, args.label, args.schema)
     logger.info('data: %s (label column %r)', dataset.data_root, dataset.label_column)
@@ -225,7 +225,7 @@ def execute(args: argparse.Namespace) -> RunResult:
     run_summary = summary.summarize_run(metadata_path, pipeline_name)
     report_path = None
     if run_summary.gate_decision is not None:
-      from components.gate import report  # pylint: disable=g-import-not-at-top
+      from tfx_distillery.components.gate import report  # pylint: disable=g-import-not-at-top
       report_path = report.write(run_summary.gate_decision, pipeline_root,
                                  run_summary.pushed_destination)
   return RunResult(run_summary, wall_seconds, dict(component_progress.wall_seconds),
@@ -234,7 +234,7 @@ def execute(args: argparse.Namespace) -> RunResult:
 
 def run(args: argparse.Namespace) -> int:
   """Runs the pipeline, prints the summary table and the report's path; returns the exit status."""
-  from pipelines import summary  # pylint: disable=g-import-not-at-top
+  from tfx_distillery.pipelines import summary  # pylint: disable=g-import-not-at-top
   result = execute(args)
   print(summary.format_table(result.summary), flush=True)
   if result.report_path:

@@ -11,9 +11,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from tfx import v1 as tfx
 
-import components
-from components.common import parameters
-from components.gate import spec as gate_spec
+from tfx_distillery import components
+from tfx_distillery.components.common import parameters
+from tfx_distillery.components.gate import spec as gate_spec
 
 # ExampleGen's hash buckets: train, eval (what chooses), test (what reports and gates).
 SPLIT_BUCKETS = (('train', 6), ('eval', 2), ('test', 2))

@@ -10,8 +10,8 @@ import tensorflow as tf
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.common import artifacts
-from components.common import modeling
+from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.common import modeling
 
 
 @dataclasses.dataclass

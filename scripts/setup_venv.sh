@@ -39,4 +39,4 @@ fi
 
 "$venv_dir/bin/python" -m pip install --quiet --upgrade "pip<27" setuptools wheel
 echo "Installing the pinned stack from $lock_file (about 5 minutes and 3.3 GB the first time)"
-"$venv_dir/bin/python" -m pip install --quiet --constraint "$lock_file" --editable ".[test]"
+"$venv_dir/bin/python" -m pip install --quiet --constraint "$lock_file" --editable ".[notebook,test]"

@@ -86,7 +86,7 @@ def transformed_artifacts(output_dir: str, train_rows: int = 800, eval_rows: int
     (examples artifact, transform graph artifact, raw eval rows).
   """
   from tfx.types import standard_artifacts
-  from trainer_modules import tabular_transform
+  from tfx_distillery.trainer_modules import tabular_transform
 
   def preprocessing_fn(inputs):
     return tabular_transform.preprocessing_fn(inputs, {'label_column': 'species'})
@@ -124,7 +124,7 @@ def transformed_artifacts(output_dir: str, train_rows: int = 800, eval_rows: int
 
 def executions_by_node(metadata_path):
   """Executions recorded in ML Metadata, grouped by pipeline node (component) id."""
-  from pipelines import summary
+  from tfx_distillery.pipelines import summary
   store = summary.open_store(metadata_path)
   by_node = {}
   for execution in store.get_executions():
@@ -153,8 +153,8 @@ def train_synthetic_teacher(data, output_dir: str, train_steps: int = 60):
   """Trains the tabular teacher on `transformed_artifacts` data; returns its Model artifact."""
   import json
   from tfx.types import standard_artifacts
-  from components.distributed_trainer import executor as trainer_executor
-  from pipelines import datasets
+  from tfx_distillery.components.distributed_trainer import executor as trainer_executor
+  from tfx_distillery.pipelines import datasets
   examples, graph, _ = data
   model = artifact(standard_artifacts.Model, os.path.join(output_dir, 'model'))
   model_run = artifact(standard_artifacts.ModelRun, os.path.join(output_dir, 'model_run'))
@@ -199,10 +199,10 @@ class ProgressLines:
     self._handler = Handler()
 
   def __enter__(self):
-    from components.common import progress  # pylint: disable=import-outside-toplevel
+    from tfx_distillery.components.common import progress  # pylint: disable=import-outside-toplevel
     progress.get_logger().addHandler(self._handler)
     return self.lines
 
   def __exit__(self, *exc_info):
-    from components.common import progress  # pylint: disable=import-outside-toplevel
+    from tfx_distillery.components.common import progress  # pylint: disable=import-outside-toplevel
     progress.get_logger().removeHandler(self._handler)

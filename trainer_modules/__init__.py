@@ -1,6 +1,1 @@
 """Module files (preprocessing_fn, run_fn, build_student) for each dataset."""
-
-import os
-
-# tensorflow-model-optimization needs Keras 2; this must happen before TF loads.
-os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')

@@ -10,10 +10,10 @@ import tensorflow as tf
 import tf_keras
 import tensorflow_transform as tft
 
-from components.common import modeling
-from components.common import progress
+from tfx_distillery.components.common import modeling
+from tfx_distillery.components.common import progress
 # Re-exported: module files reach every shared piece through this one module.
-from components.common.modeling import (  # pylint: disable=unused-import
+from tfx_distillery.components.common.modeling import (  # pylint: disable=unused-import
     LABEL_KEY, METRICS_FILE_NAME, SERVING_SIGNATURE, TRANSFORM_SIGNATURE, config_value,
     export_serving_model, loss_and_metrics, num_classes, output_units, outputs_from_logits,
     prepare_labels, serving_signatures, write_metrics)

@@ -3,8 +3,8 @@
 import tf_keras
 import tensorflow_transform as tft
 
-from trainer_modules import base
-from trainer_modules import digits_transform
+from tfx_distillery.trainer_modules import base
+from tfx_distillery.trainer_modules import digits_transform
 
 HIDDEN_UNITS = 8
 

@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from trainer_modules import base
+from tfx_distillery.trainer_modules import base
 
 PIXEL_KEYS = tuple(f'pixel_{index:02d}' for index in range(64))
 PIXELS_KEY = base.transformed_name('pixels')

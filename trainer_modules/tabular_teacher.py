@@ -3,7 +3,7 @@
 import tf_keras
 import tensorflow_transform as tft
 
-from trainer_modules import base
+from tfx_distillery.trainer_modules import base
 
 HIDDEN_UNITS = (128, 64)
 

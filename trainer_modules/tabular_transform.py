@@ -7,7 +7,7 @@ classes) is mapped to class indices through a vocabulary named `label`.
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_modules import base
+from tfx_distillery.trainer_modules import base
 
 VOCABULARY_SIZE = 1000
 OOV_BUCKETS = 1

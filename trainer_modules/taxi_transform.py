@@ -3,7 +3,7 @@
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_modules import base
+from tfx_distillery.trainer_modules import base
 
 NUMERIC_FEATURE_KEYS = ('trip_miles', 'fare', 'trip_seconds')
 LOCATION_FEATURE_KEYS = ('pickup_latitude', 'pickup_longitude', 'dropoff_latitude',

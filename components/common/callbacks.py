@@ -7,7 +7,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras
 
-from components.common import progress
+from tfx_distillery.components.common import progress
 
 # Above this share of step time in all-reduce, a larger per-replica batch pays.
 COMMUNICATION_WARNING_SHARE = 0.5

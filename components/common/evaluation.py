@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from components.common import reading
+from tfx_distillery.components.common import reading
 
 SERVING_SIGNATURE = 'serving_default'
 TRANSFORM_SIGNATURE = 'transform_features'

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from components.common import reading
+from tfx_distillery.components.common import reading
 
 DEFAULT_LABEL_KEY = reading.DEFAULT_LABEL_KEY
 # A label with more distinct values than this, that are also at least

@@ -26,9 +26,9 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from components.common import evaluation
-from components.common import progress
-from components.common import reading
+from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.common import progress
+from tfx_distillery.components.common import reading
 
 OUTPUT_KINDS = ('logits', 'probabilities')
 # Rows of a softmax output sum to 1 within this tolerance.
@@ -402,7 +402,7 @@ def load_scorer(model_dir: str) -> Scorer:
     ValueError: when the folder holds no model we can call on transformed features.
   """
   if tf.io.gfile.exists(os.path.join(model_dir, TFLITE_MODEL_FILE_NAME)):
-    from components.quantizer import predict  # pylint: disable=g-import-not-at-top
+    from tfx_distillery.components.quantizer import predict  # pylint: disable=g-import-not-at-top
     predictor = predict.TFLitePredictor(model_dir)
     return Scorer(model_dir, predictor.logits, 'tflite', predictor.input_names,
                   predictor.num_outputs, predictor.output_kind, trackable=predictor)

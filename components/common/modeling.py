@@ -14,12 +14,12 @@ import tensorflow as tf
 import tf_keras
 import tensorflow_transform as tft
 
-from components.common import callbacks as keras_callbacks
-from components.common import evaluation
-from components.common import labels
-from components.common import progress
-from components.common import reading
-from components.distributed_trainer import strategy as distribution
+from tfx_distillery.components.common import callbacks as keras_callbacks
+from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.common import labels
+from tfx_distillery.components.common import progress
+from tfx_distillery.components.common import reading
+from tfx_distillery.components.common import strategy as distribution
 
 LABEL_KEY = reading.DEFAULT_LABEL_KEY
 SERVING_SIGNATURE = evaluation.SERVING_SIGNATURE

@@ -11,14 +11,14 @@ from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 from tfx.utils import json_utils
 
-from components.common import artifacts
-from components.common import modules
-from components.common import parameters
-from components.distiller import executor
-from components.distiller import spec as distiller_spec
-from components.distiller import training
-from components.distributed_trainer import spec as trainer_spec
-from components.distributed_trainer import strategy as strategy_lib
+from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.common import modules
+from tfx_distillery.components.common import parameters
+from tfx_distillery.components.distiller import executor
+from tfx_distillery.components.distiller import spec as distiller_spec
+from tfx_distillery.components.distiller import training
+from tfx_distillery.components.distributed_trainer import spec as trainer_spec
+from tfx_distillery.components.common import strategy as strategy_lib
 
 DISTILLER_STRATEGIES = ('one_device', 'mirrored', 'multi_worker_mirrored')
 

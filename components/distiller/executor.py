@@ -9,10 +9,10 @@ from tfx.components.util import udf_utils
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 
-from components.common import evaluation
-from components.distiller import spec as distiller_spec
-from components.distiller import training
-from components.distributed_trainer import executor as trainer_executor_lib
+from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.distiller import spec as distiller_spec
+from tfx_distillery.components.distiller import training
+from tfx_distillery.components.distributed_trainer import executor as trainer_executor_lib
 
 # Called by the Distiller in the student module file.
 STUDENT_FN = 'build_student'

@@ -6,8 +6,8 @@ from tfx.types import standard_artifacts
 from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs
 
-from components.common import artifacts
-from components.distributed_trainer import spec as trainer_spec
+from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.distributed_trainer import spec as trainer_spec
 
 TEACHER_MODEL_KEY = 'teacher_model'
 # Extra teachers get their own keys: a union channel would not keep their order,

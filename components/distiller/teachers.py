@@ -15,7 +15,7 @@ from typing import Dict
 
 import tensorflow as tf
 
-from components.common import measuring
+from tfx_distillery.components.common import measuring
 
 TEACHER_OUTPUTS = ('auto',) + measuring.OUTPUT_KINDS
 

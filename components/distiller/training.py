@@ -14,13 +14,13 @@ import tensorflow as tf
 import tf_keras
 import tensorflow_transform as tft
 
-from components.common import labels
-from components.common import measuring
-from components.common import modeling
-from components.common import progress
-from components.common import reading
-from components.distiller import loss as loss_lib
-from components.distiller import teachers as teachers_lib
+from tfx_distillery.components.common import labels
+from tfx_distillery.components.common import measuring
+from tfx_distillery.components.common import modeling
+from tfx_distillery.components.common import progress
+from tfx_distillery.components.common import reading
+from tfx_distillery.components.distiller import loss as loss_lib
+from tfx_distillery.components.distiller import teachers as teachers_lib
 
 MULTI_TEACHER_MODES = ('average', 'many_on_many')
 METRICS_FILE_NAME = 'metrics.json'

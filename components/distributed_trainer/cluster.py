@@ -18,13 +18,13 @@ import threading
 import time
 from typing import Dict, List, Optional
 
-from components.common import progress
-from components.distributed_trainer import strategy as strategy_lib
+from tfx_distillery.components.common import progress
+from tfx_distillery.components.common import strategy as strategy_lib
 
 LOOPBACK = '127.0.0.1'
 POLL_SECONDS = 0.2
 TAIL_LINES = 30
-WORKER_MODULE = 'components.distributed_trainer.worker'
+WORKER_MODULE = 'tfx_distillery.components.distributed_trainer.worker'
 # Not a child of the progress logger: workers' other output goes to the log, not the console.
 WORKER_OUTPUT_LOGGER = 'distillery_worker_output'
 

@@ -6,11 +6,11 @@ from typing import Any, Dict, Optional
 from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
 
-from components.common import modules
-from components.common import parameters
-from components.distributed_trainer import executor
-from components.distributed_trainer import spec as trainer_spec
-from components.distributed_trainer import strategy as strategy_lib
+from tfx_distillery.components.common import modules
+from tfx_distillery.components.common import parameters
+from tfx_distillery.components.distributed_trainer import executor
+from tfx_distillery.components.distributed_trainer import spec as trainer_spec
+from tfx_distillery.components.common import strategy as strategy_lib
 
 
 class DistributedTrainer(tfx.components.Trainer):

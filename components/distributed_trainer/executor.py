@@ -14,11 +14,11 @@ from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 from tfx.utils import import_utils
 
-from components.common import modules
-from components.common import progress
-from components.distributed_trainer import cluster
-from components.distributed_trainer import spec as trainer_spec
-from components.distributed_trainer import strategy as strategy_lib
+from tfx_distillery.components.common import modules
+from tfx_distillery.components.common import progress
+from tfx_distillery.components.distributed_trainer import cluster
+from tfx_distillery.components.distributed_trainer import spec as trainer_spec
+from tfx_distillery.components.common import strategy as strategy_lib
 
 OUR_KEYS = (trainer_spec.STRATEGY_KEY, trainer_spec.NUM_WORKERS_KEY,
             trainer_spec.NUM_PARAMETER_SERVERS_KEY, trainer_spec.COMMUNICATION_KEY,

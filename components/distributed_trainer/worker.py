@@ -1,6 +1,6 @@
 """One training process of a DistributedTrainer (started by cluster.run, not by users).
 
-Usage: python -m components.distributed_trainer.worker JOB_JSON JOB_NAME TASK_INDEX
+Usage: python -m tfx_distillery.components.distributed_trainer.worker JOB_JSON JOB_NAME TASK_INDEX
 """
 
 import os
@@ -15,9 +15,9 @@ import json  # pylint: disable=g-import-not-at-top,wrong-import-position
 import shutil  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tempfile  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from components.common import modules  # pylint: disable=g-import-not-at-top,wrong-import-position
-from components.common import progress  # pylint: disable=g-import-not-at-top,wrong-import-position
-from components.distributed_trainer import strategy as strategy_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tfx_distillery.components.common import modules  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tfx_distillery.components.common import progress  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tfx_distillery.components.common import strategy as strategy_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def main(job_path: str, job_name: str, task_index: int) -> int:

@@ -3,7 +3,7 @@
 from tfx.components import ExampleValidator
 from tfx.dsl.components.base import executor_spec
 
-from components.example_validator import executor
+from tfx_distillery.components.example_validator import executor
 
 
 class StrictExampleValidator(ExampleValidator):

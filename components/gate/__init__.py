@@ -1,5 +1,5 @@
 """AccuracyGate: a standard ModelBlessing for the smallest model within budget."""
 
-from components.gate.component import AccuracyGate
+from tfx_distillery.components.gate.component import AccuracyGate
 
 __all__ = ['AccuracyGate']

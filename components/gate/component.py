@@ -8,10 +8,10 @@ from tfx.dsl.components.base import base_component
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_artifacts
 
-from components.common import artifacts
-from components.common import labels
-from components.gate import executor
-from components.gate import spec as gate_spec
+from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.common import labels
+from tfx_distillery.components.gate import executor
+from tfx_distillery.components.gate import spec as gate_spec
 
 
 class AccuracyGate(base_component.BaseComponent):

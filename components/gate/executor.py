@@ -13,13 +13,13 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 
-from components.common import evaluation
-from components.common import labels
-from components.common import measuring
-from components.common import modeling
-from components.common import progress
-from components.gate import report
-from components.gate import spec as gate_spec
+from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.common import labels
+from tfx_distillery.components.common import measuring
+from tfx_distillery.components.common import modeling
+from tfx_distillery.components.common import progress
+from tfx_distillery.components.gate import report
+from tfx_distillery.components.gate import spec as gate_spec
 
 
 def copy_tree(source: str, destination: str) -> None:

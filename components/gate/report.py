@@ -10,7 +10,7 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from components.common import measuring
+from tfx_distillery.components.common import measuring
 
 HTML_FILE_NAME = 'report.html'
 PNG_FILE_NAME = 'report.png'

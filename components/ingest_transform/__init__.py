@@ -1,5 +1,5 @@
 """IngestionTransform: a drop-in Transform whose output keeps training fed."""
 
-from components.ingest_transform.component import IngestionTransform
+from tfx_distillery.components.ingest_transform.component import IngestionTransform
 
 __all__ = ['IngestionTransform']

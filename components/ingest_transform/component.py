@@ -5,12 +5,12 @@ from typing import Any, Dict, Optional
 from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
 
-from components.common import labels
-from components.common import modules
-from components.common import parameters
-from components.common import reading
-from components.ingest_transform import executor
-from components.ingest_transform import spec as ingest_spec
+from tfx_distillery.components.common import labels
+from tfx_distillery.components.common import modules
+from tfx_distillery.components.common import parameters
+from tfx_distillery.components.common import reading
+from tfx_distillery.components.ingest_transform import executor
+from tfx_distillery.components.ingest_transform import spec as ingest_spec
 
 DEFAULT_NUM_SHARDS = 8
 

@@ -14,12 +14,12 @@ from tfx.types import standard_component_specs
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import schema_utils
 
-from components.common import evaluation
-from components.common import labels as label_checks
-from components.common import modules
-from components.common import progress
-from components.common import reading
-from components.ingest_transform import spec as ingest_spec
+from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.common import labels as label_checks
+from tfx_distillery.components.common import modules
+from tfx_distillery.components.common import progress
+from tfx_distillery.components.common import reading
+from tfx_distillery.components.ingest_transform import spec as ingest_spec
 
 # Crossover measured by benchmarks/beam_modes.py (README, "Beam DirectRunner mode"):
 # below about this many bytes of input examples the in-memory DirectRunner is faster.

@@ -1,5 +1,5 @@
 """Pruner: tfmot magnitude pruning as a TFX component."""
 
-from components.pruner.component import Pruner
+from tfx_distillery.components.pruner.component import Pruner
 
 __all__ = ['Pruner']

@@ -10,11 +10,11 @@ from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_artifacts
 from tfx.utils import json_utils
 
-from components.common import artifacts
-from components.common import labels
-from components.common import parameters
-from components.pruner import executor
-from components.pruner import spec as pruner_spec
+from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.common import labels
+from tfx_distillery.components.common import parameters
+from tfx_distillery.components.pruner import executor
+from tfx_distillery.components.pruner import spec as pruner_spec
 
 SCHEDULES = ('polynomial', 'constant')
 DEFAULT_SPARSITIES = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)

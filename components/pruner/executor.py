@@ -17,15 +17,15 @@ from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 from tfx.proto import trainer_pb2
 
-from components.common import callbacks
-from components.common import evaluation
-from components.common import labels
-from components.common import measuring
-from components.common import modeling
-from components.common import progress
-from components.common import reading
-from components.pruner import spec as pruner_spec
-from components.quantizer import conversion
+from tfx_distillery.components.common import callbacks
+from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.common import labels
+from tfx_distillery.components.common import measuring
+from tfx_distillery.components.common import modeling
+from tfx_distillery.components.common import progress
+from tfx_distillery.components.common import reading
+from tfx_distillery.components.pruner import spec as pruner_spec
+from tfx_distillery.components.quantizer import conversion
 
 # Layers that take an m-by-n (e.g. 2:4) structured pattern in tfmot.
 M_BY_N_LAYERS = (tf_keras.layers.Dense, tf_keras.layers.Conv2D)

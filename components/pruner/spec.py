@@ -6,7 +6,7 @@ from tfx.types import component_spec
 from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 
-from components.common import artifacts
+from tfx_distillery.components.common import artifacts
 
 TARGET_SPARSITY_KEY = 'target_sparsity'
 SCHEDULE_KEY = 'schedule'

@@ -1,5 +1,5 @@
 """AtomicPusher: TFX's Pusher, with a pushed version that appears whole or not at all."""
 
-from components.pusher.component import AtomicPusher
+from tfx_distillery.components.pusher.component import AtomicPusher
 
 __all__ = ['AtomicPusher']

@@ -3,7 +3,7 @@
 from tfx.components import Pusher
 from tfx.dsl.components.base import executor_spec
 
-from components.pusher import executor
+from tfx_distillery.components.pusher import executor
 
 
 class AtomicPusher(Pusher):

@@ -5,11 +5,11 @@ from tfx.dsl.components.base import base_component
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_artifacts
 
-from components.common import artifacts
-from components.common import labels
-from components.quantizer import conversion
-from components.quantizer import executor
-from components.quantizer import spec as quantizer_spec
+from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.common import labels
+from tfx_distillery.components.quantizer import conversion
+from tfx_distillery.components.quantizer import executor
+from tfx_distillery.components.quantizer import spec as quantizer_spec
 
 
 def _check_count(name: str, value, minimum: int) -> None:

@@ -64,7 +64,7 @@ def tflite_friendly(model: tf_keras.Model) -> tf_keras.Model:
   """
   if not any(_rewritable(layer) for layer in model.layers):
     return model
-  from components.common import modeling  # pylint: disable=g-import-not-at-top
+  from tfx_distillery.components.common import modeling  # pylint: disable=g-import-not-at-top
 
   def clone(layer):
     if _rewritable(layer):
@@ -214,7 +214,7 @@ def quantization_aware_model(model: tf_keras.Model, preserve_sparsity: bool = Fa
       return quantize.quantize_annotate_layer(layer)
     return layer.__class__.from_config(layer.get_config())
 
-  from components.common import modeling  # pylint: disable=g-import-not-at-top
+  from tfx_distillery.components.common import modeling  # pylint: disable=g-import-not-at-top
   if modeling.nests_models(model):
     raise ValueError('mode "qat" needs a flat functional model; this one nests models (an '
                      'ensemble?). Use mode "full_integer" instead.')

@@ -12,16 +12,16 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 
-from components.common import callbacks
-from components.common import evaluation
-from components.common import labels
-from components.common import measuring
-from components.common import modeling
-from components.common import progress
-from components.common import reading
-from components.quantizer import conversion
-from components.quantizer import predict
-from components.quantizer import spec as quantizer_spec
+from tfx_distillery.components.common import callbacks
+from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.common import labels
+from tfx_distillery.components.common import measuring
+from tfx_distillery.components.common import modeling
+from tfx_distillery.components.common import progress
+from tfx_distillery.components.common import reading
+from tfx_distillery.components.quantizer import conversion
+from tfx_distillery.components.quantizer import predict
+from tfx_distillery.components.quantizer import spec as quantizer_spec
 
 QAT_BATCH_SIZE = 64
 QAT_LEARNING_RATE = 1e-4

@@ -104,3 +104,29 @@ class TFLitePredictor:
                else scores.argmax(axis=-1))
     return {'logits' if self.output_kind == 'logits' else 'probabilities': scores,
             'classes': classes}
+
+
+def load_tflite(model_dir: str, num_threads: int = 1) -> TFLitePredictor:
+  """Loads a pushed (or Quantizer-written) TFLite folder that answers raw tf.Examples.
+
+  The folder needs nothing outside itself: `model.tflite`, the `transform_graph/`
+  it reads through, and `serving.json` (format, inputs, label vocabulary).
+
+  Args:
+    model_dir: The folder holding `model.tflite`, wherever it was copied to.
+    num_threads: Interpreter threads.
+
+  Returns:
+    A `TFLitePredictor`; `predict_raw(serialized_examples)` gives scores and classes.
+
+  Raises:
+    FileNotFoundError: naming the file the folder lacks.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  for name in (MODEL_FILE_NAME, SERVING_FILE_NAME):
+    path = os.path.join(model_dir, name)
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f'{path} is missing: load_tflite needs a folder written by the '
+                              f'Quantizer (model.tflite, {SERVING_FILE_NAME}, '
+                              f'{TRANSFORM_GRAPH_FOLDER}/).')
+  return TFLitePredictor(model_dir, num_threads=num_threads)

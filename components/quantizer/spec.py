@@ -5,7 +5,7 @@ from tfx.types import component_spec
 from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 
-from components.common import artifacts
+from tfx_distillery.components.common import artifacts
 
 MODE_KEY = 'mode'
 IO_TYPE_KEY = 'io_type'

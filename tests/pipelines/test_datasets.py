@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from pipelines import datasets
+from tfx_distillery.pipelines import datasets
 
 
 def test_taxi_data_is_found_inside_the_installed_tfx_wheel():

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from pipelines import kubeflow_runner
-from pipelines import schemas
+from tfx_distillery.pipelines import kubeflow_runner
+from tfx_distillery.pipelines import datasets
 
 # Each task and the upstream tasks whose outputs it reads.
 EXPECTED_DEPENDENCIES = {
@@ -49,7 +49,7 @@ def test_the_curated_schema_is_staged_under_the_pipeline_root_for_the_cluster(tm
   output = tmp_path / 'pipeline.json'
   assert kubeflow_runner.main(['--output', str(output), '--pipeline-root', str(root)]) == 0
   staged = root / 'schema' / 'schema.pbtxt'
-  assert staged.read_text() == open(schemas.schema_file('taxi')).read()
+  assert staged.read_text() == open(datasets.schema_file('taxi')).read()
   assert str(staged) in output.read_text()
 
 

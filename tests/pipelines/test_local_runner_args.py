@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipelines import local_runner
+from tfx_distillery.pipelines import local_runner
 
 
 def test_defaults_for_taxi():

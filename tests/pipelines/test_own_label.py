@@ -9,9 +9,9 @@ from ml_metadata.proto import metadata_store_pb2
 from sklearn import datasets as sklearn_datasets
 from tfx import v1 as tfx
 
-from pipelines import datasets
-from pipelines import pipeline
-from pipelines import summary
+from tfx_distillery.pipelines import datasets
+from tfx_distillery.pipelines import pipeline
+from tfx_distillery.pipelines import summary
 from tests import helpers
 
 TRANSFORM_MODULE = os.path.join(os.path.dirname(__file__), 'modules', 'iris_transform.py')

@@ -15,11 +15,11 @@ import tensorflow as tf
 from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
-from components.common import evaluation
-from components.common import measuring
-from components.quantizer import conversion
-from components.quantizer import predict
-from pipelines import summary
+from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.common import measuring
+from tfx_distillery.components.quantizer import conversion
+from tfx_distillery.components.quantizer import predict
+from tfx_distillery.pipelines import summary
 from tests import helpers
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

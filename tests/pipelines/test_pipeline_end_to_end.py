@@ -8,12 +8,12 @@ import pytest
 from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
-from components.common import evaluation
-from components.gate import report
-from components.quantizer import predict
-from pipelines import datasets
-from pipelines import pipeline
-from pipelines import summary
+from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.gate import report
+from tfx_distillery.components.quantizer import predict
+from tfx_distillery.pipelines import datasets
+from tfx_distillery.pipelines import pipeline
+from tfx_distillery.pipelines import summary
 from tests import helpers
 
 PIPELINE_NAME = 'e2e-taxi'

@@ -9,7 +9,7 @@ import csv
 import os
 import shutil
 
-from pipelines import datasets
+from tfx_distillery.pipelines import datasets
 
 PIPELINE_NAME = 'reliability-digits'
 
@@ -36,7 +36,7 @@ def write_data(workspace: str, rows: int) -> str:
 def run(workspace: str, train_steps: int = 10, epochs: int = 1) -> None:
   """Runs ExampleGen .. teacher DistributedTrainer -> gate -> AtomicPusher on WORKSPACE/data."""
   from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
-  from pipelines import pipeline  # pylint: disable=g-import-not-at-top
+  from tfx_distillery.pipelines import pipeline  # pylint: disable=g-import-not-at-top
   digits = datasets.resolve('digits', os.path.join(workspace, 'unused'))
   tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
       pipeline_name=PIPELINE_NAME,

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 
-from components.example_validator import DataAnomaliesError
+from tfx_distillery.components.example_validator import DataAnomaliesError
 from tests import helpers
 from tests.reliability import digits_pipeline
 

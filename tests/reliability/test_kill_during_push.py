@@ -15,7 +15,7 @@ import tensorflow as tf
 from tfx import v1 as tfx
 from tfx.types import standard_artifacts
 
-from components.pusher import executor as pusher_executor
+from tfx_distillery.components.pusher import executor as pusher_executor
 from tests import helpers
 
 PUSH_SCRIPT = """
@@ -87,7 +87,7 @@ def kill_mid_push(tmp_path, model_dir, executor_module):
 
 def test_a_push_killed_mid_copy_leaves_no_version_and_the_next_push_is_whole(tmp_path,
                                                                           model_dir):
-  serving_dir = kill_mid_push(tmp_path, model_dir, 'components.pusher.executor')
+  serving_dir = kill_mid_push(tmp_path, model_dir, 'tfx_distillery.components.pusher.executor')
 
   assert versions(serving_dir) == []
   assert os.listdir(os.path.join(serving_dir, pusher_executor.STAGING_DIR_NAME))

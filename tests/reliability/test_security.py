@@ -7,18 +7,18 @@ import pytest
 from tfx.components.util import udf_utils
 from tfx.types import standard_artifacts
 
-import components
-from components.common import modules
-from components.common import parameters
-from components.distiller import spec as distiller_spec
-from components.distributed_trainer import spec as trainer_spec
-from components.gate import report
-from components.gate import spec as gate_spec
-from components.ingest_transform import spec as ingest_spec
-from components.pruner import spec as pruner_spec
-from components.quantizer import spec as quantizer_spec
-from pipelines import datasets
-from pipelines import pipeline
+from tfx_distillery import components
+from tfx_distillery.components.common import modules
+from tfx_distillery.components.common import parameters
+from tfx_distillery.components.distiller import spec as distiller_spec
+from tfx_distillery.components.distributed_trainer import spec as trainer_spec
+from tfx_distillery.components.gate import report
+from tfx_distillery.components.gate import spec as gate_spec
+from tfx_distillery.components.ingest_transform import spec as ingest_spec
+from tfx_distillery.components.pruner import spec as pruner_spec
+from tfx_distillery.components.quantizer import spec as quantizer_spec
+from tfx_distillery.pipelines import datasets
+from tfx_distillery.pipelines import pipeline
 from tests import helpers
 
 OUR_SPECS = [distiller_spec.DistillerSpec, trainer_spec.DistributedTrainerSpec,

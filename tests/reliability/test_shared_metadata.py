@@ -8,12 +8,12 @@ import subprocess
 import sys
 import time
 
-from pipelines import local_runner
+from tfx_distillery.pipelines import local_runner
 from tests import helpers
 
 HOLD_SCRIPT = """
 import sys, time
-from pipelines import local_runner
+from tfx_distillery.pipelines import local_runner
 from tests import helpers
 with local_runner.exclusive_metadata(sys.argv[1]):
   print('holding', flush=True)

@@ -11,15 +11,15 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from components.common import labels
-from components.common import parameters
-from components.common import reading
-from components.distiller import training as distiller_training
-from components.distributed_trainer import strategy as strategy_lib
-from components.gate import component as gate_component
-from components.pruner import component as pruner_component
-from components.quantizer import component as quantizer_component
-from components.quantizer import conversion
+from tfx_distillery.components.common import labels
+from tfx_distillery.components.common import parameters
+from tfx_distillery.components.common import reading
+from tfx_distillery.components.distiller import training as distiller_training
+from tfx_distillery.components.common import strategy as strategy_lib
+from tfx_distillery.components.gate import component as gate_component
+from tfx_distillery.components.pruner import component as pruner_component
+from tfx_distillery.components.quantizer import component as quantizer_component
+from tfx_distillery.components.quantizer import conversion
 
 ANYTHING = st.one_of(st.none(), st.booleans(), st.integers(-10, 10),
                      st.floats(-3, 3), st.just(float("nan")), st.text(max_size=5))
@@ -155,8 +155,8 @@ def test_reading_options(cycle_length, shuffle_buffer, cache, compression, tmp_p
 @settings(max_examples=100, deadline=None)
 @given(num_shards=st.one_of(NUMBERS, ANYTHING))
 def test_ingestion_transform_num_shards(num_shards):
-  from components.ingest_transform import component as ingest_component  # pylint: disable=import-outside-toplevel
-  from pipelines import datasets  # pylint: disable=import-outside-toplevel
+  from tfx_distillery.components.ingest_transform import component as ingest_component  # pylint: disable=import-outside-toplevel
+  from tfx_distillery.pipelines import datasets  # pylint: disable=import-outside-toplevel
   from tests import helpers  # pylint: disable=import-outside-toplevel
   from tfx.types import standard_artifacts  # pylint: disable=import-outside-toplevel
   assert accepted(ingest_component.IngestionTransform,

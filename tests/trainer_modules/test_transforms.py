@@ -5,14 +5,14 @@ import pytest
 import tensorflow as tf
 
 from tests import helpers
-from trainer_modules import base
-from trainer_modules import digits_transform
-from trainer_modules import tabular_transform
-from trainer_modules import taxi_transform
+from tfx_distillery.trainer_modules import base
+from tfx_distillery.trainer_modules import digits_transform
+from tfx_distillery.trainer_modules import tabular_transform
+from tfx_distillery.trainer_modules import taxi_transform
 
 
 def read_all(tf_transform_output, pattern):
-  from components.common import reading
+  from tfx_distillery.components.common import reading
   dataset = reading.make_dataset(pattern, tf_transform_output, 1000, label_key=None,
                                  num_epochs=1,
                                  options=reading.IngestionOptions(shuffle_buffer=0,

@@ -3,7 +3,7 @@
 import numpy as np
 import tf_keras
 
-from components.common import callbacks
+from tfx_distillery.components.common import callbacks
 
 
 def test_suggested_batch_grows_until_all_reduce_is_a_fifth_of_the_step():

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components.common import labels
+from tfx_distillery.components.common import labels
 from tests import helpers
 
 RAW_SPEC = {'x': tf.io.FixedLenFeature([], tf.float32),

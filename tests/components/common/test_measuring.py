@@ -7,11 +7,11 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
 
-from components.common import evaluation
-from components.common import measuring
-from components.quantizer import conversion
-from components.quantizer import executor as quantizer_executor
-from components.quantizer import predict
+from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.common import measuring
+from tfx_distillery.components.quantizer import conversion
+from tfx_distillery.components.quantizer import executor as quantizer_executor
+from tfx_distillery.components.quantizer import predict
 from tests import helpers
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.common import reading
+from tfx_distillery.components.common import reading
 from tests import helpers
 
 RAW_SPEC = {'x': tf.io.FixedLenFeature([], tf.float32),

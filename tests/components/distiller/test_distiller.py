@@ -10,12 +10,12 @@ import tf_keras
 from tfx import v1 as tfx
 from tfx.types import standard_artifacts
 
-from components import Distiller
-from components.common import artifacts
-from components.distiller import executor as distiller_executor
-from components.distiller import spec as distiller_spec
-from components.distiller import training
-from pipelines import datasets
+from tfx_distillery.components import Distiller
+from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.distiller import executor as distiller_executor
+from tfx_distillery.components.distiller import spec as distiller_spec
+from tfx_distillery.components.distiller import training
+from tfx_distillery.pipelines import datasets
 from tests import helpers
 
 TABULAR_STUDENT = datasets.module_file('tabular_student')
@@ -115,7 +115,7 @@ def test_a_student_with_the_wrong_number_of_outputs_fails_at_the_first_batch(
 def test_a_teacher_disagreeing_with_the_labels_fails_at_the_first_batch(data, tmp_path):
   from tfx.types import standard_artifacts as types  # pylint: disable=import-outside-toplevel
   import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
-  from trainer_modules import base  # pylint: disable=import-outside-toplevel
+  from tfx_distillery.trainer_modules import base  # pylint: disable=import-outside-toplevel
   transform_output = tft.TFTransformOutput(data[1].uri)
   inputs = base.feature_inputs(transform_output)
   wrong = tf_keras.Model(inputs, tf_keras.layers.Dense(3)(

@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from components.common import measuring
-from components.distiller import loss as loss_lib
-from components.distiller import training
+from tfx_distillery.components.common import measuring
+from tfx_distillery.components.distiller import loss as loss_lib
+from tfx_distillery.components.distiller import training
 
 
 def softmax(logits, temperature=1.0):

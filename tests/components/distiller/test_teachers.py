@@ -9,8 +9,8 @@ import tf_keras
 import tfx
 from tfx.utils import import_utils
 
-from components.common import measuring
-from components.distiller import teachers as teachers_lib
+from tfx_distillery.components.common import measuring
+from tfx_distillery.components.distiller import teachers as teachers_lib
 from tests import helpers
 
 

@@ -14,11 +14,11 @@ from tfx import v1 as tfx
 from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 
-from components import DistributedTrainer
-from components.distributed_trainer import cluster
-from components.distributed_trainer import executor as trainer_executor
-from components.distributed_trainer import strategy as strategy_lib
-from pipelines import datasets
+from tfx_distillery.components import DistributedTrainer
+from tfx_distillery.components.distributed_trainer import cluster
+from tfx_distillery.components.distributed_trainer import executor as trainer_executor
+from tfx_distillery.components.common import strategy as strategy_lib
+from tfx_distillery.pipelines import datasets
 from tests import helpers
 
 TABULAR_TEACHER = datasets.module_file('tabular_teacher')
@@ -108,7 +108,7 @@ def training_processes():
       command = process.cmdline()
     except psutil.NoSuchProcess:
       continue
-    if 'components.distributed_trainer.worker' in ' '.join(command):
+    if 'tfx_distillery.components.distributed_trainer.worker' in ' '.join(command):
       processes.append((process, command))
   return processes
 

@@ -12,11 +12,11 @@ from tfx import v1 as tfx
 from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 
-from components import IngestionTransform
-from components.common import reading
-from components.ingest_transform import executor as ingest_executor
-from pipelines import datasets
-from pipelines import summary
+from tfx_distillery.components import IngestionTransform
+from tfx_distillery.components.common import reading
+from tfx_distillery.components.ingest_transform import executor as ingest_executor
+from tfx_distillery.pipelines import datasets
+from tfx_distillery.pipelines import summary
 from tests import helpers
 
 # TFX's own taxi module file, shipped in the wheel beside the taxi data.

@@ -8,8 +8,8 @@ import pytest
 from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
-from components import IngestionTransform
-from pipelines import datasets
+from tfx_distillery.components import IngestionTransform
+from tfx_distillery.pipelines import datasets
 from tests import helpers
 
 TRAIN_ROWS = 120

@@ -10,9 +10,9 @@ import tf_keras
 from tfx import v1 as tfx
 from tfx.types import standard_artifacts
 
-from components import Pruner
-from components.common import artifacts
-from components.pruner import executor as pruner_executor
+from tfx_distillery.components import Pruner
+from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.pruner import executor as pruner_executor
 from tests import helpers
 
 
@@ -87,7 +87,7 @@ def test_accuracy_budget_keeps_the_highest_sparsity_within_the_drop(data, teache
 def untrained_model(data, output_dir):
   """The tabular teacher's architecture, untrained: far below the trained teacher."""
   import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
-  from trainer_modules import tabular_teacher  # pylint: disable=import-outside-toplevel
+  from tfx_distillery.trainer_modules import tabular_teacher  # pylint: disable=import-outside-toplevel
   _, graph, _ = data
   tf_keras.utils.set_random_seed(0)
   model = tabular_teacher.build_teacher(tft.TFTransformOutput(graph.uri))

@@ -12,12 +12,12 @@ from tfx import v1 as tfx
 from tfx.utils import import_utils
 from tfx.types import standard_artifacts
 
-from components import Quantizer
-from components.common import artifacts
-from components.pruner import executor as pruner_executor
-from components.quantizer import conversion
-from components.quantizer import executor as quantizer_executor
-from components.quantizer import predict
+from tfx_distillery.components import Quantizer
+from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.pruner import executor as pruner_executor
+from tfx_distillery.components.quantizer import conversion
+from tfx_distillery.components.quantizer import executor as quantizer_executor
+from tfx_distillery.components.quantizer import predict
 from tests import helpers
 
 

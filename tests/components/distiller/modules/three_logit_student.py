@@ -2,7 +2,7 @@
 
 import tf_keras
 
-from trainer_modules import base
+from tfx_distillery.trainer_modules import base
 
 
 # Called by the Distiller.

@@ -1,30 +1,25 @@
-"""Curated schemas: what taxi and digits data must look like.
+"""Writes the curated schemas: what taxi and digits data must look like.
 
 SchemaGen infers a schema from the very data it then checks, so a dropped column,
 a changed type or a new label value is never an anomaly. The pipeline imports
 these instead (`ImportSchemaGen`, as TFX's penguin example does): SchemaGen's
 inference on the whole dataset, with the label given its domain and sometimes-empty
 columns allowed to be empty throughout, so that StrictExampleValidator stops a run whose data has drifted from them.
-Regenerate with `python -m pipelines.schemas`.
+Regenerate them with `python -m tfx_distillery.pipelines.write_schemas`; they are
+written into `pipelines/schemas/<dataset>/schema.pbtxt`, which ships in the wheel.
 """
 
 import glob
 import os
-from typing import Dict, Optional, Tuple
+from typing import Dict, Tuple
 
-SCHEMA_DIR = os.path.dirname(os.path.abspath(__file__))
+from tfx_distillery.pipelines import datasets
 
 # Integer columns and the values they may take; the digits label is a class id.
 INT_DOMAINS = {
     'digits': {'label': (0, 9), **{f'pixel_{index:02d}': (0, 16) for index in range(64)}},
     'taxi': {},
 }
-
-
-def schema_file(dataset_name: str) -> Optional[str]:
-  """Returns the curated schema of a dataset, or None when it has none (csv)."""
-  path = os.path.join(SCHEMA_DIR, dataset_name, 'schema.pbtxt')
-  return path if os.path.isfile(path) else None
 
 
 def curate(schema, split_statistics, int_domains: Dict[str, Tuple[int, int]]) -> None:
@@ -91,15 +86,14 @@ def main() -> None:
   """Writes `taxi/schema.pbtxt` and `digits/schema.pbtxt` from the full datasets."""
   import tempfile  # pylint: disable=g-import-not-at-top
   from tfx.utils import io_utils  # pylint: disable=g-import-not-at-top
-  from pipelines import datasets  # pylint: disable=g-import-not-at-top
   for dataset_name in ('taxi', 'digits'):
     with tempfile.TemporaryDirectory() as work_dir:
       data_root = (datasets.taxi_data_dir() if dataset_name == 'taxi' else
                    datasets.write_digits_csv(os.path.join(work_dir, 'data')))
       schema, statistics = infer_schema(data_root, work_dir)
     curate(schema, statistics, INT_DOMAINS[dataset_name])
-    os.makedirs(os.path.join(SCHEMA_DIR, dataset_name), exist_ok=True)
-    path = os.path.join(SCHEMA_DIR, dataset_name, 'schema.pbtxt')
+    path = datasets.curated_schema_path(dataset_name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     io_utils.write_pbtxt_file(path + '.tmp', schema)
     os.replace(path + '.tmp', path)
     print(path)
