@@ -17,7 +17,7 @@ $(INSTALLED): pyproject.toml requirements/lock.txt scripts/setup_venv.sh
 	touch $(INSTALLED)
 
 demo: $(INSTALLED)
-	$(PYTHON) -m tfx_distillery.pipelines.local_runner --dataset taxi
+	DISTILLERY_HOME=$(CURDIR) $(VENV)/bin/distillery run --dataset taxi
 
 test: $(INSTALLED)
 	$(PYTHON) -m pytest tests

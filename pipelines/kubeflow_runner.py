@@ -1,9 +1,16 @@
-"""Compiles the pipeline for Kubeflow Pipelines / Vertex AI Pipelines; needs no cluster.
+"""Compiles the pipeline for Kubeflow Pipelines or Vertex AI Pipelines; needs no cluster.
 
-Usage:
-  python -m tfx_distillery.pipelines.kubeflow_runner --output FILE [--image IMAGE]
+`distillery compile` is this runner (`python -m tfx_distillery.pipelines.kubeflow_runner`
+takes the same flags):
+
+  distillery compile --output FILE.yaml|FILE.json [--image IMAGE]
       [--dataset taxi|digits|csv] [--data-root DIR] [--label COLUMN]
       [--pipeline-root DIR] [--serving-dir DIR]
+
+`FILE.yaml` is a KFP v2 package (the PipelineSpec, with the pipeline root as its
+`defaultPipelineRoot`), which `kfp.Client().create_run_from_pipeline_package` accepts;
+`FILE.json` is the Vertex AI `PipelineJob` (the spec inside a job with its
+`runtimeConfig`), which `aiplatform.PipelineJob(template_path=...)` accepts.
 
 KubeflowV2DagRunner packages the module files into a wheel under the pipeline
 root while compiling, so the root must be writable from here (a local folder, or
@@ -12,20 +19,23 @@ the cluster reads the same file.
 """
 
 import argparse
+import json
 import os
 import sys
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from tfx_distillery.pipelines import datasets
 
 DEFAULT_IMAGE = 'tfx-distillery:latest'
+KFP_SUFFIXES = ('.yaml', '.yml')
+VERTEX_SUFFIXES = ('.json',)
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(
-      prog='python -m tfx_distillery.pipelines.kubeflow_runner',
-      description='Compile the tfx-distillery pipeline to a Kubeflow Pipelines JSON file.')
-  parser.add_argument('--output', required=True, help='pipeline JSON file to write')
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """Adds the compile flags to `parser` (this module's and `distillery compile`'s)."""
+  parser.add_argument('--output', required=True,
+                      help='FILE.yaml: a KFP v2 package for kfp.Client; FILE.json: a Vertex '
+                      'AI PipelineJob')
   parser.add_argument('--image', default=DEFAULT_IMAGE,
                       help='container image with TFX and this package (see Dockerfile)')
   parser.add_argument('--dataset', default='taxi', choices=datasets.DATASET_NAMES)
@@ -38,13 +48,28 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                       help='push destination as the cluster sees it')
   parser.add_argument('--train-steps', type=int, default=1500)
   parser.add_argument('--num-workers', type=int, default=1)
-  args = parser.parse_args(argv)
+
+
+def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+  """Refuses bad flag values and combinations through `parser.error` (exit status 2)."""
+  if not args.output.endswith(KFP_SUFFIXES + VERTEX_SUFFIXES):
+    parser.error(f'--output must end in .yaml (a KFP package) or .json (a Vertex AI '
+                 f'PipelineJob); got {args.output!r}')
   if args.dataset == 'csv' and not (args.data_root and args.label):
     parser.error('--dataset csv needs --data-root and --label')
   if args.train_steps < 1:
     parser.error(f'--train-steps must be >= 1; got {args.train_steps}')
   if args.num_workers < 1:
     parser.error(f'--num-workers must be >= 1; got {args.num_workers}')
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(
+      prog='python -m tfx_distillery.pipelines.kubeflow_runner',
+      description='Compile the tfx-distillery pipeline for Kubeflow Pipelines or Vertex AI.')
+  add_arguments(parser)
+  args = parser.parse_args(argv)
+  check_arguments(parser, args)
   return args
 
 
@@ -60,8 +85,27 @@ def stage_schema(schema_file: Optional[str], pipeline_root: str) -> Optional[str
   return staged_path
 
 
+def write_package(pipeline_job: Dict[str, Any], path: str) -> None:
+  """Writes the KFP package (.yaml) or the Vertex AI PipelineJob (.json), whole or not at all.
+
+  TFX's own YAML output keeps only the PipelineSpec and so drops the job's
+  `runtimeConfig`, where the pipeline root lives; the root goes into the spec's
+  `defaultPipelineRoot` instead, which a KFP v2 backend uses when a run names none.
+  """
+  import yaml  # pylint: disable=g-import-not-at-top
+  temporary_path = path + '.tmp'
+  with open(temporary_path, 'w') as handle:
+    if path.endswith(KFP_SUFFIXES):
+      spec = dict(pipeline_job['pipelineSpec'])
+      spec['defaultPipelineRoot'] = pipeline_job['runtimeConfig']['gcsOutputDirectory']
+      yaml.safe_dump(spec, handle, sort_keys=True)
+    else:
+      json.dump(pipeline_job, handle, sort_keys=True, indent=2)
+  os.replace(temporary_path, path)
+
+
 def compile_pipeline(args: argparse.Namespace) -> str:
-  """Writes the pipeline JSON and returns its path."""
+  """Writes the KFP package or the Vertex JSON and returns its path."""
   from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
   from tfx_distillery.pipelines import pipeline  # pylint: disable=g-import-not-at-top
   if args.dataset == 'csv':
@@ -71,13 +115,13 @@ def compile_pipeline(args: argparse.Namespace) -> str:
                                datasets.module_file('tabular_student'))
   else:
     dataset = datasets.resolve(args.dataset, os.path.dirname(os.path.abspath(args.output)))
-  output_dir = os.path.dirname(os.path.abspath(args.output))
-  os.makedirs(output_dir, exist_ok=True)
+  output_path = os.path.abspath(args.output)
+  os.makedirs(os.path.dirname(output_path), exist_ok=True)
   runner = tfx.orchestration.experimental.KubeflowV2DagRunner(
       config=tfx.orchestration.experimental.KubeflowV2DagRunnerConfig(
           default_image=args.image),
-      output_dir=output_dir, output_filename=os.path.basename(args.output))
-  runner.run(pipeline.create_pipeline(
+      output_dir=os.path.dirname(output_path), output_filename=os.path.basename(output_path))
+  pipeline_job = runner.run(pipeline.create_pipeline(
       pipeline_name=f'distillery-{args.dataset}',
       pipeline_root=args.pipeline_root,
       data_root=args.data_root or dataset.data_root,
@@ -85,16 +129,20 @@ def compile_pipeline(args: argparse.Namespace) -> str:
       teacher_module_file=dataset.teacher_module_file,
       student_module_file=dataset.student_module_file,
       label_column=dataset.label_column,
+      label_key=dataset.label_key,
       serving_model_dir=args.serving_dir,
       train_steps=args.train_steps,
       num_workers=args.num_workers,
-      schema_path=stage_schema(dataset.schema_file, args.pipeline_root)))
-  return os.path.abspath(args.output)
+      schema_path=stage_schema(dataset.schema_file, args.pipeline_root)), write_out=False)
+  write_package(pipeline_job, output_path)
+  return output_path
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-  path = compile_pipeline(parse_args(argv))
-  print(f'pipeline JSON: {path}', flush=True)
+  args = parse_args(argv)
+  path = compile_pipeline(args)
+  kind = 'KFP package' if path.endswith(KFP_SUFFIXES) else 'Vertex AI PipelineJob'
+  print(f'{kind}: {path}', flush=True)
   return 0
 
 

@@ -1,9 +1,15 @@
 """Runs the pipeline locally: LocalDagRunner, Beam DirectRunner, SQLite ML Metadata.
 
-Usage:
-  python -m tfx_distillery.pipelines.local_runner --dataset taxi|digits|csv [--data DIR --label COLUMN]
+`distillery run` is this runner (`python -m tfx_distillery.pipelines.local_runner`
+takes the same flags):
+
+  distillery run --dataset taxi|digits|csv [--data DIR --label COLUMN]
       [--pipeline-root DIR] [--serving-dir DIR] [--train-steps N]
-      [--student-train-steps N] [--num-workers N]
+      [--student-train-steps N] [--num-workers N] [--max-accuracy-drop F] [--verbose]
+
+Outputs go under the distillery home, `$DISTILLERY_HOME` (default
+`~/.local/share/tfx-distillery`): `runs/<name>` and `serving/<name>`, whatever the
+current directory.
 
 Exit status:
   0  a model passed the gate and was pushed;
@@ -16,6 +22,7 @@ import argparse
 import contextlib
 import dataclasses
 import fcntl
+import json
 import logging
 import os
 import sys
@@ -34,6 +41,20 @@ EXIT_PUSHED = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_NOTHING_PASSED = 3
+HOME_VARIABLE = 'DISTILLERY_HOME'
+# Written into the pipeline root, and pointed at from the home, for `distillery report`.
+RUN_RECORD_FILE_NAME = 'run.json'
+LAST_RUN_FILE_NAME = 'last_run.json'
+
+
+def distillery_home() -> str:
+  """The folder that holds `runs/` and `serving/` unless flags say otherwise."""
+  home = os.environ.get(HOME_VARIABLE)
+  if home:
+    return os.path.abspath(home)
+  data_home = os.environ.get('XDG_DATA_HOME') or os.path.join(os.path.expanduser('~'),
+                                                              '.local', 'share')
+  return os.path.join(data_home, 'tfx-distillery')
 
 
 class ComponentProgressHandler(logging.Handler):
@@ -56,15 +77,25 @@ class ComponentProgressHandler(logging.Handler):
 
 
 @contextlib.contextmanager
-def console_shows_progress_only(log_path: str) -> Iterator[ComponentProgressHandler]:
+def console_shows_progress_only(log_path: str,
+                                verbose: bool = False) -> Iterator[ComponentProgressHandler]:
   """Console: our progress lines and errors. `log_path`: everything else.
+
+  Enter it before TensorFlow or TFX is imported: their start-up lines (CUDA plugin
+  registrations, google.api_core's Python-version FutureWarnings) are written to the
+  process's file descriptors at import time.
 
   Args:
     log_path: File that receives every other line, library logs at INFO included.
+    verbose: Show everything on the console too, and redirect nothing.
 
   Yields:
     The handler that logs component start and end, keeping their wall times.
   """
+  if verbose:
+    with _console_shows_everything(log_path) as handler:
+      yield handler
+    return
   log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
   root_logger = logging.getLogger()
   root_logger.setLevel(logging.INFO)
@@ -92,24 +123,55 @@ def console_shows_progress_only(log_path: str) -> Iterator[ComponentProgressHand
     file_handler.close()
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(
-      prog='python -m tfx_distillery.pipelines.local_runner',
-      description='Train a teacher, distil and compress it, and push the small model.')
+@contextlib.contextmanager
+def _console_shows_everything(log_path: str) -> Iterator[ComponentProgressHandler]:
+  """`--verbose`: every library line on the console, and in `log_path` as well."""
+  root_logger = logging.getLogger()
+  root_logger.setLevel(logging.INFO)
+  handlers = [logging.FileHandler(log_path), logging.StreamHandler(sys.stderr)]
+  for handler in handlers:
+    handler.setFormatter(logging.Formatter('%(asctime)s %(levelname)s %(name)s %(message)s'))
+    root_logger.addHandler(handler)
+  import absl.logging  # pylint: disable=g-import-not-at-top
+  absl.logging.set_verbosity(absl.logging.INFO)
+  component_progress = ComponentProgressHandler()
+  logging.getLogger('absl').addHandler(component_progress)
+  try:
+    yield component_progress
+  finally:
+    logging.getLogger('absl').removeHandler(component_progress)
+    for handler in handlers:
+      root_logger.removeHandler(handler)
+      handler.close()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  """Adds the local run's flags to `parser` (this module's and `distillery run`'s)."""
   parser.add_argument('--dataset', required=True, choices=datasets.DATASET_NAMES)
   parser.add_argument('--data', help='csv only: folder of CSV files')
   parser.add_argument('--label', help='csv only: the label column')
   parser.add_argument('--schema', help='csv only: schema.pbtxt the data must match (taxi '
-                      'and digits use the curated ones in pipelines/schemas)')
-  parser.add_argument('--pipeline-root', help='outputs and ML Metadata (default runs/DATASET)')
+                      'and digits use the curated ones shipped in the package)')
+  parser.add_argument('--pipeline-root', help='outputs and ML Metadata (default '
+                      f'${HOME_VARIABLE}/runs/DATASET; ${HOME_VARIABLE} defaults to '
+                      '~/.local/share/tfx-distillery)')
   parser.add_argument('--serving-dir', help='where the pushed model goes '
-                      '(default serving/DATASET)')
+                      f'(default ${HOME_VARIABLE}/serving/DATASET)')
   parser.add_argument('--train-steps', type=int, help='teacher training steps')
   parser.add_argument('--student-train-steps', type=int,
                       help='student training steps (default: the teacher\'s)')
   parser.add_argument('--num-workers', type=int, default=1, help='training workers')
   parser.add_argument('--no-cache', action='store_true', help='re-execute every component')
-  args = parser.parse_args(argv)
+  parser.add_argument('--max-accuracy-drop', type=float, default=0.01,
+                      help='the gate passes a candidate at most this far below the teacher '
+                      '(a fraction: 0.01 is one point; default 0.01)')
+  parser.add_argument('--verbose', action='store_true',
+                      help='show every TFX, Beam and TensorFlow line on the console too '
+                      '(they always go to PIPELINE_ROOT/pipeline.log)')
+
+
+def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+  """Refuses bad flag values and combinations through `parser.error` (exit status 2)."""
   if args.train_steps is not None and args.train_steps < 1:
     parser.error(f'--train-steps must be >= 1; got {args.train_steps}')
   if args.student_train_steps is not None and args.student_train_steps < 1:
@@ -118,6 +180,18 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.error(f'--num-workers must be >= 1; got {args.num_workers}')
   if args.dataset != 'csv' and (args.data or args.label or args.schema):
     parser.error('--data, --label and --schema are for --dataset csv only')
+  if not 0.0 <= args.max_accuracy_drop <= 1.0:
+    parser.error(f'--max-accuracy-drop must be a fraction in [0, 1]; got '
+                 f'{args.max_accuracy_drop}')
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(
+      prog='python -m tfx_distillery.pipelines.local_runner',
+      description='Train a teacher, distil and compress it, and push the small model.')
+  add_arguments(parser)
+  args = parser.parse_args(argv)
+  check_arguments(parser, args)
   return args
 
 
@@ -158,6 +232,39 @@ def exclusive_metadata(metadata_path: str) -> Iterator[None]:
     handle.close()  # Closing releases the lock.
 
 
+def record_run(pipeline_root: str, pipeline_name: str, serving_dir: str) -> None:
+  """Notes the run in its root, and in the home as the last run, for `distillery report`."""
+  record = {'pipeline_name': pipeline_name, 'pipeline_root': pipeline_root,
+            'serving_dir': serving_dir,
+            'metadata': os.path.join(pipeline_root, 'metadata.sqlite')}
+  for folder, name in ((pipeline_root, RUN_RECORD_FILE_NAME),
+                       (distillery_home(), LAST_RUN_FILE_NAME)):
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name)
+    with open(path + '.tmp', 'w') as handle:
+      json.dump(record, handle, indent=2, sort_keys=True)
+    os.replace(path + '.tmp', path)
+
+
+def read_run_record(pipeline_root: Optional[str] = None) -> Dict[str, str]:
+  """The record of the run in `pipeline_root`, or of the last run under the home.
+
+  Raises:
+    FileNotFoundError: naming the file, when there is no such run.
+  """
+  if pipeline_root:
+    path = os.path.join(os.path.abspath(pipeline_root), RUN_RECORD_FILE_NAME)
+    hint = f'--pipeline-root {pipeline_root!r} holds no run of `distillery run`'
+  else:
+    path = os.path.join(distillery_home(), LAST_RUN_FILE_NAME)
+    hint = (f'no run recorded under ${HOME_VARIABLE} ({distillery_home()}); run '
+            '`distillery run` first, or give --pipeline-root')
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f'{path} is missing: {hint}.')
+  with open(path) as handle:
+    return json.load(handle)
+
+
 @dataclasses.dataclass
 class RunResult:
   """What one local run did: its summary, wall times, and where the report is."""
@@ -183,8 +290,10 @@ def execute(args: argparse.Namespace) -> RunResult:
     datasets.resolve('csv', '', args.data, args.label, args.schema)
   run_name = run_folder_name(args)
   pipeline_name = f'{PIPELINE_NAME_PREFIX}-{run_name}'
-  pipeline_root = os.path.abspath(args.pipeline_root or os.path.join('runs', run_name))
-  serving_dir = os.path.abspath(args.serving_dir or os.path.join('serving', run_name))
+  pipeline_root = os.path.abspath(args.pipeline_root or
+                                  os.path.join(distillery_home(), 'runs', run_name))
+  serving_dir = os.path.abspath(args.serving_dir or
+                                os.path.join(distillery_home(), 'serving', run_name))
   metadata_path = os.path.join(pipeline_root, 'metadata.sqlite')
   log_path = os.path.join(pipeline_root, 'pipeline.log')
   os.makedirs(pipeline_root, exist_ok=True)
@@ -192,8 +301,9 @@ def execute(args: argparse.Namespace) -> RunResult:
   logger.info('pipeline %s: root %s', pipeline_name, pipeline_root)
   logger.info('full log: %s', log_path)
   # Set up before TensorFlow loads, so its loggers write to the file, not the console.
+  record_run(pipeline_root, pipeline_name, serving_dir)
   with exclusive_metadata(metadata_path), console_shows_progress_only(
-      log_path) as component_progress:
+      log_path, getattr(args, 'verbose', False)) as component_progress:
     # Imported here so `--help` and argument errors answer without loading TFX.
     from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
     from tfx_distillery.pipelines import pipeline  # pylint: disable=g-import-not-at-top
@@ -212,6 +322,7 @@ def execute(args: argparse.Namespace) -> RunResult:
         label_column=dataset.label_column,
         label_key=dataset.label_key,
         serving_model_dir=serving_dir,
+        max_accuracy_drop=getattr(args, 'max_accuracy_drop', 0.01),
         train_steps=args.train_steps or DEFAULT_TRAIN_STEPS[args.dataset],
         student_train_steps=args.student_train_steps or DEFAULT_TRAIN_STEPS[args.dataset],
         metadata_connection_config=tfx.orchestration.metadata
@@ -234,8 +345,9 @@ def execute(args: argparse.Namespace) -> RunResult:
 
 def run(args: argparse.Namespace) -> int:
   """Runs the pipeline, prints the summary table and the report's path; returns the exit status."""
-  from tfx_distillery.pipelines import summary  # pylint: disable=g-import-not-at-top
   result = execute(args)
+  # Imported after the run: it loads TensorFlow, whose start-up lines go to the log file.
+  from tfx_distillery.pipelines import summary  # pylint: disable=g-import-not-at-top
   print(summary.format_table(result.summary), flush=True)
   if result.report_path:
     print(f'report: {result.report_path}', flush=True)
@@ -243,7 +355,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-  args = parse_args(argv)
+  return run_with_exit_status(parse_args(argv))
+
+
+def run_with_exit_status(args: argparse.Namespace) -> int:
+  """Runs the pipeline; a refused input or a failed component becomes an exit status."""
   try:
     return run(args)
   except (ValueError, FileNotFoundError) as error:

@@ -270,3 +270,26 @@ def splits_present(examples_uri: str) -> List[str]:
   """Split names of an Examples artifact, from its `Split-<name>` folders."""
   names = [name.rstrip('/') for name in tf.io.gfile.listdir(examples_uri)]
   return sorted(name[len('Split-'):] for name in names if name.startswith('Split-'))
+
+
+def class_names(tf_transform_output, label_key: str, label_column: str,
+                num_classes: int) -> Optional[List[str]]:
+  """The raw label value of each class index, when a vocabulary built the label.
+
+  A TFT vocabulary maps raw values to class indices in file order. The file is looked
+  up by the names a `preprocessing_fn` gives it most often: the transformed label's
+  name, the raw column's, or plain `label`; one whose size is not the class count is
+  not the label's.
+
+  Returns:
+    One name per class, or None when the label needs no vocabulary (integer classes).
+  """
+  for vocabulary_name in dict.fromkeys((label_key, label_column, DEFAULT_LABEL_KEY)):
+    try:
+      vocabulary = tf_transform_output.vocabulary_by_name(vocabulary_name)
+    except (ValueError, OSError, KeyError):
+      continue
+    if len(vocabulary) == num_classes:
+      return [value.decode('utf-8', 'replace') if isinstance(value, bytes) else str(value)
+              for value in vocabulary]
+  return None

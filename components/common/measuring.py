@@ -18,6 +18,7 @@ is reported and gated measures `test`, when the examples have one.
 
 import dataclasses
 import gzip
+import json
 import os
 import statistics
 import time
@@ -35,7 +36,11 @@ OUTPUT_KINDS = ('logits', 'probabilities')
 SUM_TOLERANCE = 1e-3
 DEFAULT_MAX_EXAMPLES = 5000
 DEFAULT_BATCH_SIZE = 256
-TFLITE_MODEL_FILE_NAME = 'model.tflite'
+# The same names as quantizer/predict.py, which is copied alone into every TFLite folder
+# and so imports nothing of ours.
+SERVING_MANIFEST_FILE_NAME = 'serving.json'
+TFLITE_FORMAT = 'tflite'
+SAVED_MODEL_FORMAT = 'saved_model'
 # The split that reports and gates, and the one that chooses.
 REPORT_SPLIT = 'test'
 CHOOSE_SPLIT = 'eval'
@@ -395,13 +400,28 @@ def _restored_scorer(model_dir: str, restored) -> Scorer:
                 trackable=restored)
 
 
-def load_scorer(model_dir: str) -> Scorer:
+def folder_format(model_dir: str) -> str:
+  """What a folder says it is: its manifest's `format` (a Quantizer's folder), else a SavedModel."""
+  manifest_path = os.path.join(model_dir, SERVING_MANIFEST_FILE_NAME)
+  if tf.io.gfile.exists(manifest_path):
+    with tf.io.gfile.GFile(manifest_path) as handle:
+      return json.load(handle).get('format', TFLITE_FORMAT)
+  return SAVED_MODEL_FORMAT
+
+
+def load_scorer(model_dir: str, model_format: Optional[str] = None) -> Scorer:
   """Loads any model kind we meet as a `Scorer`.
+
+  Args:
+    model_dir: The model folder (a SavedModel, or a Quantizer's TFLite folder).
+    model_format: What the Model artifact says it is (its `model_format` property:
+      `tflite` or `saved_model`); None asks the folder's manifest.
 
   Raises:
     ValueError: when the folder holds no model we can call on transformed features.
   """
-  if tf.io.gfile.exists(os.path.join(model_dir, TFLITE_MODEL_FILE_NAME)):
+  model_format = model_format or folder_format(model_dir)
+  if model_format == TFLITE_FORMAT:
     from tfx_distillery.components.quantizer import predict  # pylint: disable=g-import-not-at-top
     predictor = predict.TFLitePredictor(model_dir)
     return Scorer(model_dir, predictor.logits, 'tflite', predictor.input_names,
@@ -474,9 +494,13 @@ def size_bytes(model_dir: str) -> int:
 
 
 def measure(model_dir: str, evaluation_set: EvaluationSet, latency_runs: int = 100,
-            scorer: Optional[Scorer] = None) -> Dict[str, object]:
-  """Every figure of one model: format, accuracy, majority, size, latency, examples, split."""
-  scorer = scorer or load_scorer(model_dir)
+            scorer: Optional[Scorer] = None,
+            model_format: Optional[str] = None) -> Dict[str, object]:
+  """Every figure of one model: format, accuracy, majority, size, latency, examples, split.
+
+  `model_format` is the Model artifact's `model_format` property, when there is one.
+  """
+  scorer = scorer or load_scorer(model_dir, model_format)
   if scorer.output_kind is None:
     scorer.resolve_output_kind(next(evaluation_set.batches(64)))
   return {'format': scorer.format,

@@ -13,6 +13,7 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 
+from tfx_distillery.components.common import artifacts
 from tfx_distillery.components.common import evaluation
 from tfx_distillery.components.common import labels
 from tfx_distillery.components.common import measuring
@@ -74,11 +75,16 @@ class Executor(base_executor.BaseExecutor):
     baseline = {'model_dir': baseline_dir,
                 **measuring.measure(baseline_dir, evaluation_set, latency_runs)}
     candidates = []
+    candidate_artifacts = {}
     for key, name in zip(gate_spec.CANDIDATE_MODEL_KEYS, names):
       if not input_dict.get(key):
         continue
-      model_dir = evaluation.serving_model_path(artifact_utils.get_single_uri(input_dict[key]))
-      figures = measuring.measure(model_dir, evaluation_set, latency_runs)
+      candidate_artifact = artifact_utils.get_single_instance(input_dict[key])
+      candidate_artifacts[name] = candidate_artifact
+      model_dir = evaluation.serving_model_path(candidate_artifact.uri)
+      # The artifact says what it is (the Quantizer marks its TFLite folders).
+      figures = measuring.measure(model_dir, evaluation_set, latency_runs,
+                                  model_format=artifacts.model_format(candidate_artifact))
       drop = baseline['accuracy'] - figures['accuracy']
       reasons = []
       if figures['accuracy'] <= majority:
@@ -91,6 +97,9 @@ class Executor(base_executor.BaseExecutor):
       if max_bytes >= 0 and figures['size_bytes'] > max_bytes:
         reasons.append(f'size {figures["size_bytes"]} bytes exceeds max_model_bytes '
                        f'{max_bytes}')
+      if candidate_artifact.has_custom_property(artifacts.QUANTIZATION_PROPERTY):
+        figures['quantization'] = candidate_artifact.get_string_custom_property(
+            artifacts.QUANTIZATION_PROPERTY)
       candidates.append({'name': name, 'model_dir': model_dir, **figures,
                          'accuracy_drop': drop, 'passed': not reasons, 'reasons': reasons})
 
@@ -124,6 +133,10 @@ class Executor(base_executor.BaseExecutor):
     model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
     if chosen:
       copy_tree(chosen['model_dir'], os.path.join(model_uri, 'Format-Serving'))
+      # The Pusher and the report read what the chosen model is from its artifact.
+      artifacts.copy_model_format(
+          candidate_artifacts[chosen['name']],
+          artifact_utils.get_single_instance(output_dict[standard_component_specs.MODEL_KEY]))
       logger.info('AccuracyGate: blessed %s (%d bytes, accuracy %.4f vs teacher %.4f)',
                   chosen['name'], chosen['size_bytes'], chosen['accuracy'],
                   baseline['accuracy'])

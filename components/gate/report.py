@@ -16,6 +16,13 @@ HTML_FILE_NAME = 'report.html'
 PNG_FILE_NAME = 'report.png'
 
 
+def model_format(figures: Dict[str, Any]) -> str:
+  """`tflite (full_integer)` for a quantized candidate, else its format alone."""
+  if figures.get('quantization'):
+    return f'{figures["format"]} ({figures["quantization"]})'
+  return figures['format']
+
+
 def _plot(decision: Dict[str, Any], path: str) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')  # No display: write files only.
@@ -78,7 +85,7 @@ def render_html(decision: Dict[str, Any], pushed_destination: Optional[str]) -> 
               'passed' if candidate['passed'] else 'rejected')
     rows.append(
         f'<tr class="{status}"><td>{escape(candidate["name"])}</td>'
-        f'<td>{escape(candidate["format"])}</td><td>{candidate["accuracy"]:.4f}</td>'
+        f'<td>{escape(model_format(candidate))}</td><td>{candidate["accuracy"]:.4f}</td>'
         f'<td>{candidate["accuracy_drop"]:+.4f}</td><td>{candidate["size_bytes"]}</td>'
         f'<td>{candidate["latency_ms"]:.3f}</td><td>{status}</td>'
         f'<td>{escape("; ".join(candidate["reasons"]))}</td></tr>')

@@ -12,6 +12,8 @@ from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 
+from tfx_distillery.components.common import artifacts
+
 # Model servers take only numeric folder names as versions, so they skip this one.
 STAGING_DIR_NAME = '.incomplete'
 
@@ -89,7 +91,11 @@ class Executor(pusher_executor.Executor):
             'this second. Rerun to push under a new version.')
       fileio.rename(os.path.join(staging_base, version), serving_path)
       pushed_model.set_string_custom_property('pushed_destination', serving_path)
-      logging.info('Model pushed to %s in one rename.', serving_path)
+      model = artifact_utils.get_single_instance(
+          input_dict[standard_component_specs.MODEL_KEY])
+      artifacts.copy_model_format(model, pushed_model)
+      logging.info('Model (%s) pushed to %s in one rename.', artifacts.model_format(model),
+                   serving_path)
     finally:
       if fileio.exists(staging_base):
         fileio.rmtree(staging_base)

@@ -12,6 +12,7 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 
+from tfx_distillery.components.common import artifacts
 from tfx_distillery.components.common import callbacks
 from tfx_distillery.components.common import evaluation
 from tfx_distillery.components.common import labels
@@ -117,9 +118,17 @@ class Executor(base_executor.BaseExecutor):
     flatbuffer = conversion.convert(model, mode, representative_features, io_type, strict_int8)
     float_flatbuffer = conversion.convert(tf_keras.models.load_model(input_model_dir,
                                                                      compile=False))
-    serving = {'format': 'tflite', 'mode': mode, 'io_type': io_type,
-               'label_column': exec_properties[quantizer_spec.LABEL_COLUMN_KEY],
-               'label_key': label_key, 'output_kind': output_kind,
+    label_column = exec_properties[quantizer_spec.LABEL_COLUMN_KEY]
+    num_classes = max(2, input_scorer.num_outputs)
+    # The manifest a server reads: what the folder is, its inputs and its classes.
+    serving = {'format': predict.MODEL_FORMAT, 'mode': mode, 'io_type': io_type,
+               'model_file': predict.MODEL_FILE_NAME,
+               'input_names': predict.signature_input_names(flatbuffer),
+               'label_column': label_column, 'label_key': label_key,
+               'num_classes': num_classes,
+               'label_vocabulary': labels.class_names(tf_transform_output, label_key,
+                                                      label_column, num_classes),
+               'output_kind': output_kind,
                'transform_graph': predict.TRANSFORM_GRAPH_FOLDER}
     write_tflite_folder(output_dir, flatbuffer, serving, graph_uri)
     float_dir = os.path.join(metrics_dir, 'float32')
@@ -157,8 +166,9 @@ class Executor(base_executor.BaseExecutor):
                 metrics['accuracy'], metrics['float32_tflite']['accuracy'],
                 metrics['majority_accuracy'], metrics['latency_ms'],
                 metrics['float32_tflite']['latency_ms'])
-    quantized_artifact.set_string_custom_property('model_format', 'tflite')
-    quantized_artifact.set_string_custom_property('quantization', mode)
+    quantized_artifact.set_string_custom_property(artifacts.MODEL_FORMAT_PROPERTY,
+                                                  predict.MODEL_FORMAT)
+    quantized_artifact.set_string_custom_property(artifacts.QUANTIZATION_PROPERTY, mode)
     modeling.write_metrics(metrics_dir, metrics)
 
   def _fine_tune_qat(self, model, examples, tf_transform_output, label_key: str,

@@ -2,13 +2,16 @@
 
 The folder is self-contained: `model.tflite` reads transformed features, the
 `transform_graph/` folder beside it turns raw examples into them, and
-`serving.json` says how (the label column serving requests lack, what the
-model emits). Copy the folder anywhere and it still serves.
+`serving.json` is its manifest: the format and quantization mode, the model's input
+names, the class count and label vocabulary, the label column serving requests
+lack, and what the model emits. Copy the folder anywhere and it still serves.
 
 Example:
 
-  predictor = TFLitePredictor('/path/to/model')   # the folder holding model.tflite
-  classes = predictor.predict_raw([serialized_example, ...])['classes']
+  import tfx_distillery
+  predictor = tfx_distillery.load_tflite('/path/to/model')  # the folder with model.tflite
+  outputs = predictor.predict_raw([serialized_example, ...])
+  outputs['classes']   # class indices; outputs['labels'] gives the raw label values
 """
 
 import json
@@ -17,10 +20,18 @@ from typing import Dict, List
 
 import numpy as np
 
+MODEL_FORMAT = 'tflite'
 MODEL_FILE_NAME = 'model.tflite'
 SERVING_FILE_NAME = 'serving.json'
 SIGNATURE = 'serving_default'
 TRANSFORM_GRAPH_FOLDER = 'transform_graph'
+
+
+def signature_input_names(flatbuffer: bytes) -> List[str]:
+  """The input names of a flatbuffer's serving signature, sorted."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  interpreter = tf.lite.Interpreter(model_content=flatbuffer)
+  return sorted(interpreter.get_signature_runner(SIGNATURE).get_input_details())
 
 
 def quantize(values: np.ndarray, detail: dict) -> np.ndarray:
@@ -87,7 +98,15 @@ class TFLitePredictor:
                            for index in range(count)])
 
   def predict_raw(self, serialized_examples: List[bytes]) -> Dict[str, np.ndarray]:
-    """Scores and classes for serialized raw tf.Examples, through the transform graph."""
+    """Scores and classes for serialized raw tf.Examples, through the transform graph.
+
+    Args:
+      serialized_examples: Raw `tf.Example`s as the CSV columns (the label may be absent).
+
+    Returns:
+      `logits` (or `probabilities`), `classes` (class indices) and, when a vocabulary
+      built the label, `labels` (the raw label value of each class).
+    """
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     import tensorflow_transform as tft  # pylint: disable=g-import-not-at-top
     if self._transform is None:
@@ -102,8 +121,12 @@ class TFLitePredictor:
     threshold = 0.5 if self.output_kind == 'probabilities' else 0.0
     classes = ((scores[:, 0] > threshold).astype(np.int64) if scores.shape[-1] == 1
                else scores.argmax(axis=-1))
-    return {'logits' if self.output_kind == 'logits' else 'probabilities': scores,
-            'classes': classes}
+    outputs = {'logits' if self.output_kind == 'logits' else 'probabilities': scores,
+               'classes': classes}
+    vocabulary = self.serving.get('label_vocabulary')
+    if vocabulary:
+      outputs['labels'] = np.array([vocabulary[index] for index in classes], dtype=object)
+    return outputs
 
 
 def load_tflite(model_dir: str, num_threads: int = 1) -> TFLitePredictor:

@@ -1,8 +1,11 @@
-"""The Kubeflow Pipelines compile: every component is a task, wired as the chain is."""
+"""The Kubeflow Pipelines and Vertex AI compile: every component is a task, wired as the
+chain is; the KFP package loads through kfp's own client loader, pipeline root included."""
 
 import json
 
 import pytest
+from google.protobuf import json_format
+from kfp.client import client as kfp_client
 
 from tfx_distillery.pipelines import kubeflow_runner
 from tfx_distillery.pipelines import datasets
@@ -30,11 +33,7 @@ EXPECTED_DEPENDENCIES = {
 }
 
 
-def test_the_compiled_dag_has_every_component_as_a_task_in_chain_order(tmp_path):
-  output = tmp_path / 'out' / 'pipeline.json'
-  assert kubeflow_runner.main(['--output', str(output), '--image', 'example.com/distillery:1',
-                               '--pipeline-root', str(tmp_path / 'root')]) == 0
-  spec = json.loads(output.read_text())['pipelineSpec']
+def assert_chain_order(spec):
   tasks = spec['root']['dag']['tasks']
   assert set(tasks) == set(EXPECTED_DEPENDENCIES)
   for name, task in tasks.items():
@@ -42,6 +41,32 @@ def test_the_compiled_dag_has_every_component_as_a_task_in_chain_order(tmp_path)
   images = {executor['container']['image']
             for executor in spec['deploymentSpec']['executors'].values()}
   assert images == {'example.com/distillery:1'}
+
+
+def test_the_vertex_job_has_every_component_as_a_task_in_chain_order(tmp_path):
+  output = tmp_path / 'out' / 'pipeline.json'
+  assert kubeflow_runner.main(['--output', str(output), '--image', 'example.com/distillery:1',
+                               '--pipeline-root', str(tmp_path / 'root')]) == 0
+  job = json.loads(output.read_text())
+  assert job['runtimeConfig']['gcsOutputDirectory'] == str(tmp_path / 'root')
+  assert_chain_order(job['pipelineSpec'])
+
+
+def test_the_kfp_package_loads_through_the_kfp_client_with_its_pipeline_root(tmp_path):
+  output = tmp_path / 'out' / 'pipeline.yaml'
+  assert kubeflow_runner.main(['--output', str(output), '--image', 'example.com/distillery:1',
+                               '--pipeline-root', str(tmp_path / 'root')]) == 0
+  # The loader create_run_from_pipeline_package uses; it refuses TFX's JSON envelope.
+  document = kfp_client._extract_pipeline_yaml(str(output))  # pylint: disable=protected-access
+  assert document.pipeline_spec.default_pipeline_root == str(tmp_path / 'root')
+  assert_chain_order(json_format.MessageToDict(document.pipeline_spec))
+
+
+def test_an_output_that_is_neither_yaml_nor_json_is_refused(tmp_path, capsys):
+  with pytest.raises(SystemExit):
+    kubeflow_runner.main(['--output', str(tmp_path / 'pipeline.tar.gz')])
+  assert '--output must end in .yaml' in capsys.readouterr().err
+  assert not list(tmp_path.iterdir())
 
 
 def test_the_curated_schema_is_staged_under_the_pipeline_root_for_the_cluster(tmp_path):

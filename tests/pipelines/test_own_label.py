@@ -1,12 +1,10 @@
 """A multi-class CSV whose string label is not called `label`, through `create_pipeline`."""
 
-import csv
 import json
 import os
 
 import pytest
 from ml_metadata.proto import metadata_store_pb2
-from sklearn import datasets as sklearn_datasets
 from tfx import v1 as tfx
 
 from tfx_distillery.pipelines import datasets
@@ -18,17 +16,6 @@ TRANSFORM_MODULE = os.path.join(os.path.dirname(__file__), 'modules', 'iris_tran
 PIPELINE_NAME = 'own-label'
 
 
-def write_iris_csv(folder) -> str:
-  iris = sklearn_datasets.load_iris()
-  os.makedirs(folder)
-  with open(os.path.join(folder, 'iris.csv'), 'w', newline='') as handle:
-    writer = csv.writer(handle)
-    writer.writerow(['sepal_length', 'sepal_width', 'petal_length', 'petal_width', 'variety'])
-    for measurements, target in zip(iris.data, iris.target):
-      writer.writerow([float(value) for value in measurements] + [iris.target_names[target]])
-  return str(folder)
-
-
 @pytest.fixture(scope='module')
 def run(tmp_path_factory):
   tmp_path = tmp_path_factory.mktemp('iris')
@@ -36,7 +23,7 @@ def run(tmp_path_factory):
   tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
       pipeline_name=PIPELINE_NAME,
       pipeline_root=str(tmp_path / 'root'),
-      data_root=write_iris_csv(tmp_path / 'data'),
+      data_root=helpers.write_iris_csv(tmp_path / 'data'),
       transform_module_file=TRANSFORM_MODULE,
       teacher_module_file=datasets.module_file('tabular_teacher'),
       student_module_file=datasets.module_file('tabular_student'),

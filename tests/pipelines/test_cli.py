@@ -1,0 +1,106 @@
+"""The `distillery` command as a user runs it: a run on their CSV with a clean console, the
+report of the last run, and a pushed TFLite folder that serves after the run is deleted."""
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests import helpers
+
+# What the libraries print at import time; it belongs in the log file, never the console.
+NOISE = ('FutureWarning', 'google.api_core', 'Unable to register', 'cuda_')
+
+
+def distillery(*arguments, home, cwd, timeout=900):
+  """Runs the installed console script as a user would: no Keras setting of our own."""
+  command = os.path.join(os.path.dirname(sys.executable), 'distillery')
+  environment = {key: value for key, value in os.environ.items()
+                 if key not in ('TF_USE_LEGACY_KERAS', 'TF_CPP_MIN_LOG_LEVEL')}
+  environment['DISTILLERY_HOME'] = str(home)
+  return subprocess.run([command, *arguments], cwd=str(cwd), env=environment,
+                        capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.fixture(scope='module')
+def iris_run(tmp_path_factory):
+  tmp_path = tmp_path_factory.mktemp('cli')
+  data = helpers.write_iris_csv(tmp_path / 'iris')
+  workdir = tmp_path / 'elsewhere'
+  workdir.mkdir()
+  result = distillery('run', '--dataset', 'csv', '--data', data, '--label', 'variety',
+                      '--train-steps', '200', '--student-train-steps', '200',
+                      # Any candidate above the majority class passes, so the smallest (an
+                      # int8 TFLite folder) is pushed.
+                      '--max-accuracy-drop', '1.0', home=tmp_path / 'home', cwd=workdir)
+  return tmp_path, result
+
+
+def test_help_answers_for_every_subcommand_without_loading_tensorflow(tmp_path):
+  for arguments in ((), ('run',), ('compile',), ('report',)):
+    result = distillery(*arguments, '--help', home=tmp_path, cwd=tmp_path, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert 'usage: distillery' in result.stdout
+  assert '--output' in distillery('compile', '--help', home=tmp_path, cwd=tmp_path).stdout
+
+
+def test_a_run_pushes_under_the_home_and_the_console_holds_no_library_noise(iris_run):
+  tmp_path, result = iris_run
+  console = result.stdout + result.stderr
+  assert result.returncode == 0, console
+  root = tmp_path / 'home' / 'runs' / 'csv-iris'
+  # Outputs under DISTILLERY_HOME, not the current directory.
+  assert (root / 'metadata.sqlite').is_file() and not os.listdir(tmp_path / 'elsewhere')
+  assert 'CsvExampleGen: started' in console and 'AtomicPusher: finished' in console
+  assert 'pushed to: ' + str(tmp_path / 'home' / 'serving' / 'csv-iris') in console
+  for noise in NOISE:
+    assert noise not in console, noise
+  # It went to the full log instead.
+  assert 'FutureWarning' in (root / 'pipeline.log').read_text()
+
+
+def test_report_prints_the_last_runs_gate_table_and_report_path(iris_run):
+  tmp_path, _ = iris_run
+  result = distillery('report', home=tmp_path / 'home', cwd=tmp_path)
+  assert result.returncode == 0, result.stderr
+  root = tmp_path / 'home' / 'runs' / 'csv-iris'
+  assert 'chosen' in result.stdout and 'teacher' in result.stdout
+  assert f'report: {root / "report.html"}' in result.stdout
+  for noise in NOISE:
+    assert noise not in result.stdout + result.stderr, noise
+
+
+def test_report_without_a_run_names_what_is_missing(tmp_path):
+  result = distillery('report', home=tmp_path / 'empty', cwd=tmp_path, timeout=60)
+  assert result.returncode == 2
+  assert 'last_run.json is missing' in result.stderr and 'distillery run' in result.stderr
+
+
+def test_the_pushed_tflite_folder_serves_alone_after_the_run_is_deleted(iris_run, tmp_path):
+  run_path, result = iris_run
+  assert result.returncode == 0, result.stdout + result.stderr
+  [pushed] = glob.glob(str(run_path / 'home' / 'serving' / 'csv-iris' / '[0-9]*'))
+  with open(os.path.join(pushed, 'serving.json')) as handle:
+    manifest = json.load(handle)
+  assert manifest['format'] == 'tflite' and manifest['mode'] == 'full_integer'
+  assert manifest['label_vocabulary'] and sorted(manifest['label_vocabulary']) == [
+      'setosa', 'versicolor', 'virginica']
+  assert manifest['input_names'] and manifest['num_classes'] == 3
+  served = tmp_path / 'server' / 'model'
+  shutil.copytree(pushed, served)
+  # Raw rows as a client sends them: no label column.
+  examples = [helpers.serialize({'sepal_length': [5.1], 'sepal_width': [3.5],
+                                 'petal_length': [1.4], 'petal_width': [0.2]}),
+              helpers.serialize({'sepal_length': [6.7], 'sepal_width': [3.0],
+                                 'petal_length': [5.2], 'petal_width': [2.3]})]
+  from tfx_distillery import load_tflite  # pylint: disable=import-outside-toplevel
+  before = load_tflite(pushed).predict_raw(examples)
+  shutil.rmtree(run_path / 'home')
+  after = load_tflite(str(served)).predict_raw(examples)
+  assert (before['classes'] == after['classes']).all()
+  assert (before['logits'] == after['logits']).all()
+  assert set(after['labels']) <= {'setosa', 'versicolor', 'virginica'}
