@@ -50,7 +50,7 @@ def module_file(module_name: str) -> str:
 
 def curated_schema_path(dataset_name: str) -> str:
   """Returns where the curated schema of `taxi` or `digits` lives in the package."""
-  return os.path.join(SCHEMA_DIR, dataset_name, 'schema.pbtxt')
+  return os.path.join(SCHEMA_DIR, f'{dataset_name}.pbtxt')
 
 
 def schema_file(dataset_name: str) -> str:
@@ -64,8 +64,8 @@ def schema_file(dataset_name: str) -> str:
   if not os.path.isfile(path):
     raise FileNotFoundError(
         f'The curated {dataset_name} schema {path} is missing from the installed '
-        'tfx_distillery package; reinstall it (the wheel ships pipelines/schemas/*/'
-        'schema.pbtxt as package data).')
+        'tfx_distillery package; reinstall it (the wheel ships pipelines/schemas/*.pbtxt '
+        'as package data).')
   return path
 
 

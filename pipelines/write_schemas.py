@@ -6,7 +6,7 @@ these instead (`ImportSchemaGen`, as TFX's penguin example does): SchemaGen's
 inference on the whole dataset, with the label given its domain and sometimes-empty
 columns allowed to be empty throughout, so that StrictExampleValidator stops a run whose data has drifted from them.
 Regenerate them with `python -m tfx_distillery.pipelines.write_schemas`; they are
-written into `pipelines/schemas/<dataset>/schema.pbtxt`, which ships in the wheel.
+written into `pipelines/schemas/<dataset>.pbtxt`, which ships in the wheel.
 """
 
 import glob
@@ -83,7 +83,7 @@ def infer_schema(data_root: str, work_dir: str):
 
 
 def main() -> None:
-  """Writes `taxi/schema.pbtxt` and `digits/schema.pbtxt` from the full datasets."""
+  """Writes `schemas/taxi.pbtxt` and `schemas/digits.pbtxt` from the full datasets."""
   import tempfile  # pylint: disable=g-import-not-at-top
   from tfx.utils import io_utils  # pylint: disable=g-import-not-at-top
   for dataset_name in ('taxi', 'digits'):

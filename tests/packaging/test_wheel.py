@@ -74,7 +74,7 @@ def test_the_wheel_puts_only_tfx_distillery_at_top_level_with_every_package(inst
       relative = os.path.relpath(init, os.path.join(REPOSITORY, folder))
       assert f'{target}/{relative}' in names, f'{folder}/{relative} is not in the wheel'
   for schema in ('taxi', 'digits'):
-    assert f'tfx_distillery/pipelines/schemas/{schema}/schema.pbtxt' in names
+    assert f'tfx_distillery/pipelines/schemas/{schema}.pbtxt' in names
 
 
 def test_the_installed_package_imports_and_finds_its_schemas_outside_the_repository(installed):
@@ -110,6 +110,5 @@ def test_the_installed_command_answers_help_and_compiles_the_pipeline(installed)
   # The curated schema came from the installed package, staged for the cluster.
   staged = (outside / 'root' / 'schema' / 'schema.pbtxt').read_text()
   [installed_schema] = glob.glob(str(venv / 'lib' / 'python3*' / 'site-packages' /
-                                     'tfx_distillery' / 'pipelines' / 'schemas' / 'taxi' /
-                                     'schema.pbtxt'))
+                                     'tfx_distillery' / 'pipelines' / 'schemas' / 'taxi.pbtxt'))
   assert staged == open(installed_schema).read()
