@@ -47,10 +47,13 @@ def installed(tmp_path_factory):
   base_python = getattr(sys, '_base_executable', sys.executable)
   subprocess.run([base_python, '-m', 'venv', '--without-pip', str(venv)], check=True)
   [site_packages] = glob.glob(str(venv / 'lib' / 'python3*' / 'site-packages'))
-  # A plain path line: the project's dependencies, without running the .pth files there
+  # Plain path lines: the project's dependencies, without running the .pth files there
   # (one of them is the editable install, which would bring the repository back).
+  dependency_folders = dict.fromkeys(
+      [sysconfig.get_paths()['purelib']] +
+      [path for path in sys.path if os.path.basename(path) == 'site-packages'])
   with open(os.path.join(site_packages, 'project_dependencies.pth'), 'w') as handle:
-    handle.write(sysconfig.get_paths()['purelib'] + '\n')
+    handle.write(''.join(folder + '\n' for folder in dependency_folders))
   subprocess.run([sys.executable, '-m', 'pip', '--python', str(venv / 'bin' / 'python'),
                   'install', '--quiet', '--no-deps', wheel], check=True, capture_output=True)
   outside = tmp_path / 'user_project'
