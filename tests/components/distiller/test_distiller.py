@@ -68,7 +68,9 @@ def test_a_student_is_distilled_exported_with_serving_signatures_and_measured(
   # The synthetic label is learnable: both models beat the majority class.
   assert metrics['teacher_accuracy'][0] > metrics['majority_accuracy'] + 0.1
   assert metrics['student_accuracy'] > metrics['majority_accuracy'] + 0.1
-  assert 0.0 <= metrics['scratch_accuracy'] <= 1.0  # train_baseline is on by default.
+  # train_baseline is on by default: a student trained from scratch on the same budget,
+  # which learns the same learnable label.
+  assert metrics['scratch_accuracy'] > metrics['majority_accuracy'] + 0.1
   assert metrics['teacher_output_kinds'] == ['logits']
   assert (metrics['temperature'], metrics['alpha']) == (2.0, 0.5)
 
