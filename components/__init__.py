@@ -4,29 +4,19 @@ Importing a shared piece (`tfx_distillery.components.common.progress`) must not 
 TFX, so a command can send TensorFlow's start-up noise to its log file first.
 """
 
-import importlib
+from tfx_distillery import lazy
 
 _COMPONENTS = {
-    'AccuracyGate': 'gate',
-    'AtomicPusher': 'pusher',
-    'Distiller': 'distiller',
-    'DistributedTrainer': 'distributed_trainer',
-    'IngestionTransform': 'ingest_transform',
-    'Pruner': 'pruner',
-    'Quantizer': 'quantizer',
-    'StrictExampleValidator': 'example_validator',
+    'AccuracyGate': f'{__name__}.gate',
+    'AtomicPusher': f'{__name__}.pusher',
+    'Distiller': f'{__name__}.distiller',
+    'DistributedTrainer': f'{__name__}.distributed_trainer',
+    'IngestionTransform': f'{__name__}.ingest_transform',
+    'Pruner': f'{__name__}.pruner',
+    'Quantizer': f'{__name__}.quantizer',
+    'StrictExampleValidator': f'{__name__}.example_validator',
 }
 
 __all__ = sorted(_COMPONENTS)
 
-
-def __getattr__(name):
-  if name in _COMPONENTS:
-    value = getattr(importlib.import_module(f'{__name__}.{_COMPONENTS[name]}'), name)
-    globals()[name] = value
-    return value
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-
-
-def __dir__():
-  return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy.exports(__name__, _COMPONENTS, globals())

@@ -10,7 +10,6 @@ Example:
   classes = predictor.predict_raw([serialized_example])['classes']
 """
 
-import importlib
 import os
 
 # tensorflow-model-optimization needs Keras 2; this must happen before TensorFlow loads.
@@ -37,14 +36,6 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
+from tfx_distillery import lazy  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-def __getattr__(name):
-  if name in _EXPORTS:
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-
-
-def __dir__():
-  return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy.exports(__name__, _EXPORTS, globals())
