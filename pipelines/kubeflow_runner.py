@@ -25,6 +25,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from tfx_distillery.pipelines import datasets
+from tfx_distillery.pipelines import local_runner
 
 DEFAULT_IMAGE = 'tfx-distillery:latest'
 KFP_SUFFIXES = ('.yaml', '.yml')
@@ -42,16 +43,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument('--data-root', help='CSV folder as the cluster sees it (default: the '
                       "dataset's folder on this machine)")
   parser.add_argument('--label', help='csv only: the label column')
-  parser.add_argument('--pipeline-root', default=os.path.join('runs', 'kubeflow-root'),
-                      help='outputs root as the cluster sees it (e.g. gs://bucket/root)')
-  parser.add_argument('--serving-dir', default=os.path.join('serving', 'kubeflow'),
-                      help='push destination as the cluster sees it')
+  parser.add_argument('--pipeline-root',
+                      help='outputs root as the cluster sees it (e.g. gs://bucket/root); '
+                      'default $DISTILLERY_HOME/runs/kubeflow-DATASET')
+  parser.add_argument('--serving-dir',
+                      help='push destination as the cluster sees it; default '
+                      '$DISTILLERY_HOME/serving/kubeflow-DATASET')
   parser.add_argument('--train-steps', type=int, default=1500)
   parser.add_argument('--num-workers', type=int, default=1)
 
 
 def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-  """Refuses bad flag values and combinations through `parser.error` (exit status 2)."""
+  """Refuses bad flag values and combinations through `parser.error` (exit status 2).
+
+  Fills the default roots under the distillery home, whatever the current directory.
+  """
+  home = local_runner.distillery_home()
+  args.pipeline_root = args.pipeline_root or os.path.join(home, 'runs',
+                                                          f'kubeflow-{args.dataset}')
+  args.serving_dir = args.serving_dir or os.path.join(home, 'serving', f'kubeflow-{args.dataset}')
   if not args.output.endswith(KFP_SUFFIXES + VERTEX_SUFFIXES):
     parser.error(f'--output must end in .yaml (a KFP package) or .json (a Vertex AI '
                  f'PipelineJob); got {args.output!r}')

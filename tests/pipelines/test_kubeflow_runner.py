@@ -2,6 +2,7 @@
 chain is; the KFP package loads through kfp's own client loader, pipeline root included."""
 
 import json
+import os
 
 import pytest
 from google.protobuf import json_format
@@ -82,3 +83,16 @@ def test_csv_without_its_label_is_refused_before_compiling(tmp_path, capsys):
   with pytest.raises(SystemExit):
     kubeflow_runner.main(['--output', str(tmp_path / 'p.json'), '--dataset', 'csv'])
   assert '--dataset csv needs --data-root and --label' in capsys.readouterr().err
+
+
+def test_default_roots_are_under_the_distillery_home_not_the_current_folder(
+    tmp_path, monkeypatch):
+  monkeypatch.setenv('DISTILLERY_HOME', str(tmp_path / 'home'))
+  monkeypatch.chdir(tmp_path)
+  output = tmp_path / 'pipeline.json'
+  assert kubeflow_runner.main(['--output', str(output)]) == 0
+  job = json.loads(output.read_text())
+  assert job['runtimeConfig']['gcsOutputDirectory'] == str(tmp_path / 'home' / 'runs' /
+                                                          'kubeflow-taxi')
+  assert str(tmp_path / 'home' / 'serving' / 'kubeflow-taxi') in output.read_text()
+  assert sorted(os.listdir(tmp_path)) == ['home', 'pipeline.json']
