@@ -3,13 +3,14 @@
 ExampleGen (train, eval, test) -> StatisticsGen -> ImportSchemaGen (or SchemaGen) ->
 StrictExampleValidator -> IngestionTransform -> teacher DistributedTrainer -> Distiller ->
 Pruner -> Quantizers (on the student and on the pruned model) -> AccuracyGate -> AtomicPusher.
-Every runner (local, Kubeflow, notebook) builds its pipeline here, so they all get the
-same chain. The Distiller, Pruner and Quantizer stages can each be switched off.
+Every runner (local, Kubeflow) builds its pipeline here, and the notebook runs the
+components of `create_components` one by one, so they all get the same chain. The Distiller, Pruner and Quantizer stages can each be switched off.
 """
 
 from typing import Any, Dict, List, Optional, Sequence
 
 from tfx import v1 as tfx
+from tfx.dsl.components.base import base_node
 
 from tfx_distillery import components
 from tfx_distillery.components.common import parameters
@@ -19,39 +20,32 @@ from tfx_distillery.components.gate import spec as gate_spec
 SPLIT_BUCKETS = (('train', 6), ('eval', 2), ('test', 2))
 
 
-def create_pipeline(pipeline_name: str,
-                    pipeline_root: str,
-                    data_root: str,
-                    transform_module_file: str,
-                    teacher_module_file: str,
-                    label_column: str,
-                    serving_model_dir: str,
-                    label_key: str = 'label',
-                    train_steps: int = 1000,
-                    eval_steps: int = 100,
-                    metadata_connection_config: Optional[Any] = None,
-                    beam_pipeline_args: Optional[List[str]] = None,
-                    enable_cache: bool = True,
-                    teacher_config: Optional[Dict[str, Any]] = None,
-                    num_shards: int = 8,
-                    strategy: str = 'multi_worker_mirrored',
-                    num_workers: int = 1,
-                    student_module_file: Optional[str] = None,
-                    student_train_steps: Optional[int] = None,
-                    student_config: Optional[Dict[str, Any]] = None,
-                    distillation: Optional[Dict[str, Any]] = None,
-                    prune: bool = True,
-                    pruning_steps: int = 300,
-                    pruning: Optional[Dict[str, Any]] = None,
-                    quantization_modes: Sequence[str] = ('full_integer',),
-                    max_accuracy_drop: float = 0.01,
-                    max_model_bytes: Optional[int] = None,
-                    schema_path: Optional[str] = None) -> tfx.dsl.Pipeline:
-  """Builds the chain: teacher, student, pruned, quantized, gate, push.
+def create_components(data_root: str,
+                      transform_module_file: str,
+                      teacher_module_file: str,
+                      label_column: str,
+                      serving_model_dir: str,
+                      label_key: str = 'label',
+                      train_steps: int = 1000,
+                      eval_steps: int = 100,
+                      teacher_config: Optional[Dict[str, Any]] = None,
+                      num_shards: int = 8,
+                      strategy: str = 'multi_worker_mirrored',
+                      num_workers: int = 1,
+                      student_module_file: Optional[str] = None,
+                      student_train_steps: Optional[int] = None,
+                      student_config: Optional[Dict[str, Any]] = None,
+                      distillation: Optional[Dict[str, Any]] = None,
+                      prune: bool = True,
+                      pruning_steps: int = 300,
+                      pruning: Optional[Dict[str, Any]] = None,
+                      quantization_modes: Sequence[str] = ('full_integer',),
+                      max_accuracy_drop: float = 0.01,
+                      max_model_bytes: Optional[int] = None,
+                      schema_path: Optional[str] = None) -> List[base_node.BaseNode]:
+  """Builds the chain's components: teacher, student, pruned, quantized, gate, push.
 
   Args:
-    pipeline_name: Name recorded in ML Metadata; runs of one name share a cache.
-    pipeline_root: Folder (or bucket path) for every component's outputs.
     data_root: Folder of CSV files read by CsvExampleGen.
     transform_module_file: Module file with `preprocessing_fn`.
     teacher_module_file: Module file with `run_fn` for the teacher.
@@ -62,9 +56,6 @@ def create_pipeline(pipeline_name: str,
       the teacher module gets it in custom_config with `label_column`.
     train_steps: Teacher training steps.
     eval_steps: Teacher evaluation steps.
-    metadata_connection_config: ML Metadata connection; None lets the runner choose.
-    beam_pipeline_args: Arguments for the Beam-based components.
-    enable_cache: Reuse outputs of executions whose inputs did not change.
     teacher_config: Extra settings for the teacher's run_fn (epochs, batch_size...).
     num_shards: Transformed-example shards per split.
     strategy: tf.distribute strategy of the teacher's DistributedTrainer.
@@ -89,9 +80,9 @@ def create_pipeline(pipeline_name: str,
       from the data itself, which then catches only what inference can not absorb.
 
   Returns:
-    The `tfx.dsl.Pipeline`.
+    The components in the order they run; node ids are unique (the Quantizers are
+    `Quantizer_<source>_<mode>`).
   """
-  parameters.refuse_secrets('beam_pipeline_args', beam_pipeline_args)
   float_candidates = (1 if student_module_file else 0) + (1 if prune else 0)
   quantized = max(1, float_candidates) * len(quantization_modes)
   if float_candidates + quantized > gate_spec.MAX_CANDIDATES:
@@ -196,11 +187,35 @@ def create_pipeline(pipeline_name: str,
       push_destination=tfx.proto.PushDestination(
           filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_model_dir)))
 
+  return [example_gen, statistics_gen, schema_gen, example_validator, transform, *stages, gate,
+          pusher]
+
+
+def create_pipeline(pipeline_name: str,
+                    pipeline_root: str,
+                    metadata_connection_config: Optional[Any] = None,
+                    beam_pipeline_args: Optional[List[str]] = None,
+                    enable_cache: bool = True,
+                    **component_arguments) -> tfx.dsl.Pipeline:
+  """The whole chain as one `tfx.dsl.Pipeline`, for LocalDagRunner and the Kubeflow compile.
+
+  Args:
+    pipeline_name: Name recorded in ML Metadata; runs of one name share a cache.
+    pipeline_root: Folder (or bucket path) for every component's outputs.
+    metadata_connection_config: ML Metadata connection; None lets the runner choose.
+    beam_pipeline_args: Arguments for the Beam-based components.
+    enable_cache: Reuse outputs of executions whose inputs did not change.
+    **component_arguments: `create_components`' arguments: the data, module files,
+      label, steps, stages and the gate's limits.
+
+  Returns:
+    The `tfx.dsl.Pipeline`.
+  """
+  parameters.refuse_secrets('beam_pipeline_args', beam_pipeline_args)
   return tfx.dsl.Pipeline(
       pipeline_name=pipeline_name,
       pipeline_root=pipeline_root,
-      components=[example_gen, statistics_gen, schema_gen, example_validator, transform,
-                  *stages, gate, pusher],
+      components=create_components(**component_arguments),
       enable_cache=enable_cache,
       metadata_connection_config=metadata_connection_config,
       beam_pipeline_args=beam_pipeline_args or [])

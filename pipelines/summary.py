@@ -3,7 +3,7 @@
 import dataclasses
 import json
 import os
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import tensorflow as tf
 
@@ -93,7 +93,11 @@ def summarize_run(metadata_path: str, pipeline_name: str) -> RunSummary:
   pushed = pipeline_artifacts(store, pipeline_name, 'PushedModel')
   if pushed and pushed[-1].custom_properties['pushed'].int_value == 1:
     pushed_destination = pushed[-1].custom_properties['pushed_destination'].string_value
-  decision = latest_gate_decision(store, pipeline_name)
+  return from_decision(latest_gate_decision(store, pipeline_name), pushed_destination)
+
+
+def from_decision(decision: Optional[dict], pushed_destination: Optional[str]) -> RunSummary:
+  """The `RunSummary` of a gate's decision (its report's metrics.json) and the push."""
   if decision is None:
     return RunSummary([], pushed_destination)
   rows = [ModelRow('teacher', decision['teacher'].get('model_dir', ''), decision['teacher'])]
@@ -129,3 +133,31 @@ def format_table(summary: RunSummary) -> str:
     lines.append('no candidate passed the gate, so nothing was pushed (exit status 3)')
   lines.append(f'pushed to: {summary.pushed_destination or "nothing was pushed"}')
   return '\n'.join(lines)
+
+
+def training_curves(model_run_dir: str) -> Dict[str, Dict[str, List[float]]]:
+  """The per-epoch values Keras' TensorBoard callback logged under a `model_run` folder.
+
+  Args:
+    model_run_dir: A DistributedTrainer's or Distiller's `model_run` artifact folder.
+
+  Returns:
+    {run: {tag: values by epoch}}, where run is the log folder relative to
+    `model_run_dir` (`train`, `validation`, `student/train`, `scratch/train`) and tag
+    is `epoch_loss`, `epoch_accuracy` and the like.
+  """
+  curves = {}
+  for folder, _, names in tf.io.gfile.walk(model_run_dir):
+    for name in sorted(names):
+      if not name.startswith('events.out.tfevents'):
+        continue
+      run = os.path.relpath(folder, model_run_dir)
+      by_step = {}
+      for event in tf.compat.v1.train.summary_iterator(os.path.join(folder, name)):
+        for value in event.summary.value:
+          if value.tag.startswith('epoch_'):
+            by_step.setdefault(value.tag, {})[event.step] = float(
+                tf.make_ndarray(value.tensor)) if value.HasField('tensor') else value.simple_value
+      for tag, values in by_step.items():
+        curves.setdefault(run, {})[tag] = [values[step] for step in sorted(values)]
+  return curves

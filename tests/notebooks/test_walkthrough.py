@@ -10,9 +10,22 @@ from tests import helpers
 
 NOTEBOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'notebooks', 'walkthrough.ipynb')
-COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'SchemaGen', 'IngestionTransform',
-              'DistributedTrainer', 'Distiller', 'Pruner', 'Quantizer', 'AccuracyGate',
-              'AtomicPusher'}
+COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'StrictExampleValidator',
+              'IngestionTransform', 'DistributedTrainer', 'Distiller', 'Pruner',
+              'Quantizer_student_full_integer', 'Quantizer_pruned_full_integer',
+              'AccuracyGate', 'AtomicPusher'}
+
+
+def cell_outputs(notebook, text):
+  """The outputs of the code cell whose source contains `text`."""
+  [cell] = [cell for cell in notebook.cells
+            if cell.cell_type == 'code' and text in cell.source]
+  return cell.outputs
+
+
+def shows(outputs, mime_type):
+  return any(mime_type in output.get('data', {}) for output in outputs
+             if output.get('output_type') in ('display_data', 'execute_result'))
 
 
 def test_the_notebook_is_committed_with_outputs_cleared():
@@ -33,6 +46,21 @@ def test_every_cell_runs_and_every_component_executed(tmp_path, monkeypatch):
   for node, executions in by_node.items():
     assert [execution.last_known_state for execution in executions] == [
         metadata_store_pb2.Execution.COMPLETE], node
-  # The last cell showed the gate's plot.
-  assert any(output.get('output_type') == 'display_data' and 'image/png' in output.get('data', {})
-             for output in notebook.cells[-1].outputs)
+  # What a TFX user should see inline: the data statistics, the teacher's and the student's
+  # training curves, the gate's table and the report's plot.
+  assert shows(cell_outputs(notebook, "context.show(component['StatisticsGen']"), 'text/html')
+  assert shows(cell_outputs(notebook, "plot_curves(component['DistributedTrainer']"),
+               'image/png')
+  assert shows(cell_outputs(notebook, "plot_curves(component['Distiller']"), 'image/png')
+  table = ''.join(output.get('text', '') for output in cell_outputs(notebook, 'format_table'))
+  assert 'test accuracy' in table and 'teacher' in table and 'pruned_full_integer' in table
+  assert shows(notebook.cells[-1].outputs, 'image/png')
+
+
+def test_the_notebook_builds_its_components_with_create_components():
+  notebook = nbformat.read(NOTEBOOK, as_version=4)
+  source = '\n'.join(cell.source for cell in notebook.cells if cell.cell_type == 'code')
+  assert 'create_components(' in source
+  # No component is constructed by hand, so the notebook can not drift from the pipeline.
+  for name in ('CsvExampleGen(', 'Distiller(', 'Pruner(', 'Quantizer(', 'AccuracyGate('):
+    assert name not in source, name
