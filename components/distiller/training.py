@@ -363,19 +363,23 @@ class Distillation:
                                       / max(1, max(metrics['teacher_parameters'])))
     exported = student
     if settings.train_baseline or settings.tune:
+      # Like for like: the same student, data, budget and seed as the distilled one just
+      # trained (at the tuned setting, when tuning), labels only; both measured on eval.
       scratch = self.train_student(1.0, 1.0, 'scratch')
       metrics['scratch_accuracy'] = measuring.accuracy(self.scorer(scratch), eval_set)
+      metrics['scratch_beats_distilled'] = (metrics['scratch_accuracy']
+                                            > metrics['student_accuracy'])
       if settings.tune:
         metrics['scratch_validation_accuracy'] = scratch_validation_accuracy
-        best_distilled = max(trial['validation_accuracy'] for trial in trials)
-        if scratch_validation_accuracy > best_distilled:
-          exported = scratch
-          metrics['exported_student'] = 'scratch'
-          self.logger.warning(
-              'WARNING: the from-scratch student (validation accuracy %.4f) beats every '
-              'distilled one (best %.4f); exporting the from-scratch student.',
-              scratch_validation_accuracy, best_distilled)
-      elif metrics['scratch_accuracy'] > metrics['student_accuracy']:
+      if metrics['scratch_beats_distilled'] and settings.tune:
+        exported = scratch
+        metrics['exported_student'] = 'scratch'
+        self.logger.warning(
+            'WARNING: after tuning, the student trained from scratch (eval accuracy %.4f) beats '
+            'the distilled one retrained at temperature=%g alpha=%g (%.4f) on the same data, '
+            'budget and seed; exporting the from-scratch student.',
+            metrics['scratch_accuracy'], temperature, alpha, metrics['student_accuracy'])
+      elif metrics['scratch_beats_distilled']:
         self.logger.warning(
             'WARNING: the distilled student (eval accuracy %.4f) is worse than the same student '
             'trained from scratch (%.4f) at temperature=%g alpha=%g; try tune=True.',
