@@ -11,7 +11,10 @@ import os
 from typing import List, Optional
 
 STRATEGIES = ('one_device', 'mirrored', 'multi_worker_mirrored', 'parameter_server')
-COMMUNICATIONS = ('auto', 'ring', 'nccl')
+# How gradients are summed. `ring` and `nccl` are MultiWorkerMirroredStrategy's collective
+# implementations; on one machine MirroredStrategy offers NCCL or a reduction to one
+# device (`reduce_to_one_device`), which is no ring.
+COMMUNICATIONS = ('auto', 'ring', 'nccl', 'reduce_to_one_device')
 ENVIRONMENT_VARIABLE = 'DISTILLERY_TRAINING'
 
 _strategy_cache = {}
@@ -66,6 +69,13 @@ def validate(strategy: str, num_workers: int, num_parameter_servers: int,
   if communication not in COMMUNICATIONS:
     raise ValueError(f'communication must be one of {", ".join(COMMUNICATIONS)}; '
                      f'got {communication!r}.')
+  if strategy == 'mirrored' and communication == 'ring':
+    raise ValueError("communication 'ring' is a multi-worker collective; strategy 'mirrored' "
+                     "offers 'nccl' (GPUs) or 'reduce_to_one_device', and 'auto' picks NCCL on "
+                     'GPUs and reduce_to_one_device on CPUs.')
+  if strategy != 'mirrored' and communication == 'reduce_to_one_device':
+    raise ValueError("communication 'reduce_to_one_device' is strategy 'mirrored''s; got "
+                     f"strategy {strategy!r} (use 'auto', 'ring' or 'nccl').")
   if strategy == 'parameter_server' and num_parameter_servers < 1:
     raise ValueError("strategy 'parameter_server' needs num_parameter_servers >= 1; got "
                      f'{num_parameter_servers}.')
@@ -165,7 +175,8 @@ def strategy_for(fn_args=None):
     strategy = tf.distribute.OneDeviceStrategy('/gpu:0' if gpus else '/cpu:0')
   elif current.strategy == 'mirrored':
     cross_device_ops = None  # TF picks NCCL on several GPUs.
-    if current.communication == 'ring' or (current.communication == 'auto' and not gpus):
+    if current.communication == 'reduce_to_one_device' or (current.communication == 'auto'
+                                                           and not gpus):
       cross_device_ops = tf.distribute.ReductionToOneDevice()
     elif current.communication == 'nccl':
       cross_device_ops = tf.distribute.NcclAllReduce()

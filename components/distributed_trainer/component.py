@@ -73,8 +73,10 @@ class DistributedTrainer(tfx.components.Trainer):
       num_workers: Training workers (>= 1). For `parameter_server` these are the
         workers beside the chief, which coordinates.
       num_parameter_servers: Parameter servers; only for `parameter_server` (>= 1).
-      communication: Collective implementation: `auto`, `ring` or `nccl` (NCCL
-        on GPUs, ring on CPUs).
+      communication: How gradients are summed: `auto` (NCCL on GPUs; ring under
+        multi_worker_mirrored, reduce_to_one_device under mirrored on CPUs), `ring`
+        or `nccl` (multi_worker_mirrored), `nccl` or `reduce_to_one_device`
+        (mirrored).
       vertex_training: Train on Vertex AI worker pools instead of local
         processes: `project`, `region` and `image` (with TFX and this package),
         optionally `machine_type`, `accelerator_type`, `accelerator_count`.

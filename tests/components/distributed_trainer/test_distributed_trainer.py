@@ -170,7 +170,12 @@ def test_it_has_every_input_and_output_of_trainer():
     ({'strategy': 'parameter_server'}, "strategy 'parameter_server' needs "
                                        'num_parameter_servers >= 1'),
     ({'num_parameter_servers': 1}, 'num_parameter_servers is only used by'),
-    ({'communication': 'mpi'}, 'communication must be one of auto, ring, nccl'),
+    ({'communication': 'mpi'}, 'communication must be one of auto, ring, nccl, '
+                               'reduce_to_one_device'),
+    ({'strategy': 'mirrored', 'communication': 'ring'},
+     "communication 'ring' is a multi-worker collective"),
+    ({'communication': 'reduce_to_one_device'},
+     "communication 'reduce_to_one_device' is strategy 'mirrored''s"),
     ({'strategy': 'mirrored', 'num_workers': 2}, "strategy 'mirrored' runs on one machine"),
 ])
 def test_bad_arguments_fail_at_construction_naming_the_parameter(kwargs, message):
