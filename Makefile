@@ -8,7 +8,7 @@ PYTHON := $(VENV)/bin/python
 # Touched only after a successful install, so a second call installs nothing.
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test venv clean
+.PHONY: demo test venv clean bench
 
 venv: $(INSTALLED)
 
@@ -21,6 +21,13 @@ demo: $(INSTALLED)
 
 test: $(INSTALLED)
 	$(PYTHON) -m pytest tests
+
+# Every benchmark, each writing docs/results/<name>.json, then docs/benchmarks.md from them.
+# Long (about an hour on 2 cores); not part of `make test`. Run it on an idle machine.
+BENCHMARKS := ingestion distributed compression pipeline beam_modes distillation
+bench: $(INSTALLED)
+	set -e; for name in $(BENCHMARKS); do $(PYTHON) -m benchmarks.$$name --save --json; done
+	$(PYTHON) -m benchmarks.results
 
 clean:
 	rm -rf runs serving

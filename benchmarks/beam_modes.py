@@ -16,6 +16,8 @@ from tfx import v1 as tfx
 
 from tfx_distillery import components
 from benchmarks import common
+from benchmarks import results
+from tfx_distillery.components.ingest_transform import executor as ingest_executor
 from tfx_distillery.pipelines import datasets
 
 
@@ -68,7 +70,43 @@ def run(tiles_list, work_dir: str) -> dict:
       row[name] = round(wall_seconds(data_root, tempfile.mkdtemp(dir=work_dir), processes), 1)
     row['multi_over_in_memory'] = round(row['multi_processing_2_s'] / row['in_memory_s'], 2)
     rows.append(row)
-  return {'runs': rows}
+  crossover = crossover_csv_bytes(rows)
+  return {
+      'title': 'Beam DirectRunner mode: in-memory against multi-processing',
+      'summary': ('CsvExampleGen -> StatisticsGen -> SchemaGen -> IngestionTransform on the '
+                  'taxi CSV tiled k times, each DirectRunner mode on the whole sub-pipeline.'),
+      'runs': rows,
+      'crossover_csv_bytes': crossover,
+      'multi_processing_min_bytes': ingest_executor.MULTI_PROCESSING_MIN_BYTES,
+      'tables': [results.table(
+          'Wall time (s) by input size',
+          ['rows', 'CSV (bytes)', 'in-memory', 'multi-processing, 2 workers',
+           'multi / in-memory'],
+          [[row['rows'], row['csv_bytes'], row['in_memory_s'], row['multi_processing_2_s'],
+            row['multi_over_in_memory']] for row in rows])],
+      'notes': [
+          'Straight lines through the two sizes cross at '
+          + (f'{crossover / 2**20:.1f} MiB of CSV' if crossover else 'no positive size')
+          + '; IngestionTransform switches to multi-processing from '
+          f'{ingest_executor.MULTI_PROCESSING_MIN_BYTES / 2**20:.0f} MiB of input examples '
+          '(`MULTI_PROCESSING_MIN_BYTES`, set from an earlier run of this benchmark). The '
+          'crossover is an extrapolation, not a measurement; `direct_num_processes` '
+          'overrides the choice.'],
+  }
+
+
+def crossover_csv_bytes(rows):
+  """Where straight lines through the first and last sizes cross, in CSV bytes (or None)."""
+  if len(rows) < 2:
+    return None
+  first, last = rows[0], rows[-1]
+  span = last['csv_bytes'] - first['csv_bytes']
+  slope_memory = (last['in_memory_s'] - first['in_memory_s']) / span
+  slope_multi = (last['multi_processing_2_s'] - first['multi_processing_2_s']) / span
+  if slope_memory <= slope_multi:
+    return None
+  gap = first['multi_processing_2_s'] - first['in_memory_s']
+  return first['csv_bytes'] + gap / (slope_memory - slope_multi)
 
 
 def main():
@@ -77,7 +115,7 @@ def main():
   args = parser.parse_args()
   os.makedirs(args.work_dir, exist_ok=True)
   tiles = [int(count) for count in args.tiles.split(',')]
-  common.print_result(lambda: run(tiles, args.work_dir), args.json)
+  common.print_result(lambda: run(tiles, args.work_dir), args, 'beam_modes')
 
 
 if __name__ == '__main__':

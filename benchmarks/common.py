@@ -1,4 +1,4 @@
-"""Pieces the benchmarks share: transformed data from the real pipeline, quiet output."""
+"""Pieces the benchmarks share: transformed data from the real pipeline, quiet output, saving."""
 
 import argparse
 import json
@@ -6,30 +6,48 @@ import os
 import sys
 import tempfile
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 from tfx import v1 as tfx
+
+from benchmarks import results
 
 from tfx_distillery import components
 from tfx_distillery.components.common import progress
 from tfx_distillery.pipelines import datasets
+from tfx_distillery.pipelines import pipeline
 from tfx_distillery.pipelines import summary
 
 
-def transform_dataset(dataset_name: str, work_dir: str, num_shards: int = 8):
+def transform_dataset(dataset_name: str, work_dir: str, num_shards: int = 8,
+                      data_root: Optional[str] = None):
   """Runs CsvExampleGen -> StatisticsGen -> SchemaGen -> IngestionTransform once.
+
+  The examples are split as the pipeline splits them (train, eval and a held-out
+  test split, by hash), unless `data_root` holds `train/`, `eval/` and `test/`
+  folders of CSV files, which become those splits (a cross-validation fold).
 
   Args:
     dataset_name: `taxi` or `digits`.
     work_dir: Folder for the pipeline root and ML Metadata; reused when present.
     num_shards: Transformed-example shards per split.
+    data_root: A folder of pre-split CSV files, instead of the dataset's own data.
 
   Returns:
     (transformed examples URI, transform graph URI, raw examples URI).
   """
   dataset = datasets.resolve(dataset_name, work_dir)
   metadata_path = os.path.join(work_dir, 'metadata.sqlite')
-  example_gen = tfx.components.CsvExampleGen(input_base=dataset.data_root)
+  if data_root:
+    example_gen = tfx.components.CsvExampleGen(
+        input_base=data_root, input_config=tfx.proto.Input(splits=[
+            tfx.proto.Input.Split(name=name, pattern=f'{name}/*') for name in SPLITS]))
+  else:
+    example_gen = tfx.components.CsvExampleGen(
+        input_base=dataset.data_root,
+        output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
+            tfx.proto.SplitConfig.Split(name=name, hash_buckets=buckets)
+            for name, buckets in pipeline.SPLIT_BUCKETS])))
   statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
   schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'])
   transform = components.IngestionTransform(
@@ -53,6 +71,9 @@ def transform_dataset(dataset_name: str, work_dir: str, num_shards: int = 8):
           newest('Examples', 'CsvExampleGen'))
 
 
+SPLITS = ('train', 'eval', 'test')
+
+
 def artifact(artifact_class, uri: str):
   """An artifact at `uri` (created), as the orchestrator would hand it to an executor."""
   instance = artifact_class()
@@ -66,7 +87,7 @@ def executor_inputs(transformed_uri: str, graph_uri: str) -> dict:
   from tfx.types import standard_artifacts  # pylint: disable=g-import-not-at-top
   examples = standard_artifacts.Examples()
   examples.uri = transformed_uri
-  examples.split_names = '["train", "eval"]'
+  examples.split_names = json.dumps(list(SPLITS))
   graph = standard_artifacts.TransformGraph()
   graph.uri = graph_uri
   return {'examples': [examples], 'transform_graph': [graph]}
@@ -83,20 +104,28 @@ class Stopwatch:
     self.seconds = time.perf_counter() - self.start
 
 
-def print_result(run: Callable[[], dict], as_json: bool) -> None:
+def print_result(run: Callable[[], dict], args: argparse.Namespace, name: str) -> None:
   """Runs a benchmark with library and subprocess chatter on stderr, then prints its result.
 
-  stdout carries only the result: one JSON object (`as_json`) or the same indented.
+  stdout carries only the result: one JSON object (`--json`) or the same indented.
+  With `--save`, the result also goes to docs/results/<name>.json with its provenance.
   """
   with progress.process_output_to(2, include_stderr=False):
     progress.set_console(sys.stderr)
-    result = run()
-  print(json.dumps(result) if as_json else json.dumps(result, indent=2), flush=True)
+    with Stopwatch() as stopwatch:
+      result = run()
+  print(json.dumps(result) if args.json else json.dumps(result, indent=2), flush=True)
+  if args.save:
+    argv = [argument for argument in sys.argv[1:] if argument not in ('--save', '--json')]
+    path = results.save(name, argv, result, stopwatch.seconds)
+    print(f'saved {path}', file=sys.stderr)
 
 
 def argument_parser(docstring: str, work_dir_name: str) -> argparse.ArgumentParser:
-  """The options every benchmark has: `--json` and `--work-dir` (reused between runs)."""
+  """The options every benchmark has: `--json`, `--save` and `--work-dir` (reused between runs)."""
   parser = argparse.ArgumentParser(description=docstring.splitlines()[0])
   parser.add_argument('--json', action='store_true', help='print one JSON object')
+  parser.add_argument('--save', action='store_true',
+                      help='also write docs/results/<name>.json (what make bench does)')
   parser.add_argument('--work-dir', default=os.path.join(tempfile.gettempdir(), work_dir_name))
   return parser

@@ -79,6 +79,19 @@ def label_settings(hyperparameters) -> Dict[str, object]:
           'num_outputs': (1 if classes == 2 else int(classes)) if classes else None}
 
 
+def hyperparameter(hyperparameters, name: str, default):
+  """One value from the hyperparameters a module is given, else `default`.
+
+  Accepts a plain dict and a KerasTuner config (a Tuner's `best_hyperparameters`,
+  whose values sit under `values`).
+  """
+  hyperparameters = hyperparameters if isinstance(hyperparameters, dict) else {}
+  if name in hyperparameters:
+    return hyperparameters[name]
+  values = hyperparameters.get('values')
+  return values.get(name, default) if isinstance(values, dict) else default
+
+
 def feature_inputs(tf_transform_output: tft.TFTransformOutput,
                    label_key: str = LABEL_KEY) -> Dict[str, tf_keras.Input]:
   """One Keras input per transformed feature (the label excluded)."""

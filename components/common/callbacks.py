@@ -55,14 +55,15 @@ def suggested_batch_size(per_replica_batch_size: int, communication_seconds: flo
 
 
 class CommunicationProfile(tf_keras.callbacks.Callback):
-  """After the second epoch (the first traces), splits step time into communication and compute.
+  """After the second epoch (the first traces), splits the step into all-reduce and the rest.
 
-  Compute is the forward and backward pass of one replica's batch with the
-  gradients left unreduced, so no collective runs; communication is the rest of the
-  measured step: the gradient all-reduce and the waiting for the other workers
-  that comes with it. It logs the split and the time of a bare all-reduce of
-  the gradients, and warns when communication dominates, with a per-replica
-  batch size that would fix it.
+  The communication is a timed all-reduce of tensors shaped like the gradients,
+  by the strategy's own collective: what each step must pay to agree on the
+  gradients. The rest of the measured step is compute, input and waiting. A
+  replica's forward and backward pass on a batch of zeros, gradients left
+  unreduced, is timed too, for the step profile. It logs the split and warns
+  when the all-reduce dominates the step, with a per-replica batch size that
+  would fix it.
   """
 
   def __init__(self, per_replica_batch_size: int, repeats: int = 10):
@@ -92,20 +93,39 @@ class CommunicationProfile(tf_keras.callbacks.Callback):
     train_seconds = self._train_seconds or (time.monotonic() - self._epoch_start)
     self.step_seconds = train_seconds / (self.params.get('steps') or 1)
     self.all_reduce_seconds = self._time_all_reduce()
-    self.compute_seconds = min(self._time_local_step(), self.step_seconds)
-    communication_seconds = self.step_seconds - self.compute_seconds
-    share = communication_seconds / max(self.step_seconds, 1e-9)
+    self.compute_seconds = self._time_local_step()
+    share = self.communication_share()
     logger = progress.get_logger()
-    logger.info('step %.1f ms: communication %.1f ms (%.0f%%; bare all-reduce %.1f ms), '
-                'compute %.1f ms', 1000 * self.step_seconds, 1000 * communication_seconds,
-                100 * share, 1000 * self.all_reduce_seconds, 1000 * self.compute_seconds)
+    logger.info('step %.1f ms: all-reduce %.1f ms (%.0f%%), forward and backward pass %.1f ms, '
+                'the rest (input, waiting) %.1f ms', 1000 * self.step_seconds,
+                1000 * self.all_reduce_seconds, 100 * share, 1000 * self.compute_seconds,
+                1000 * max(0.0, self.step_seconds - self.all_reduce_seconds
+                           - self.compute_seconds))
     if share > COMMUNICATION_WARNING_SHARE:
       logger.warning(
-          'WARNING: communication dominates the step (%.0f%%). A per-replica batch of '
+          'WARNING: the gradient all-reduce takes %.0f%% of the step. A per-replica batch of '
           'about %d (now %d) would bring it near %.0f%% of the step.', 100 * share,
-          suggested_batch_size(self._per_replica_batch_size, communication_seconds,
-                               self.compute_seconds), self._per_replica_batch_size,
-          100 * COMMUNICATION_TARGET_SHARE)
+          suggested_batch_size(self._per_replica_batch_size, self.all_reduce_seconds,
+                               max(self.step_seconds - self.all_reduce_seconds, 1e-9)),
+          self._per_replica_batch_size, 100 * COMMUNICATION_TARGET_SHARE)
+
+  def communication_share(self) -> float:
+    """The timed all-reduce as a share of the measured step (0 before the profile ran)."""
+    if not self.step_seconds or self.all_reduce_seconds is None:
+      return 0.0
+    return min(1.0, self.all_reduce_seconds / self.step_seconds)
+
+  def describe(self) -> dict:
+    """The step profile for metrics.json (empty before the profile ran)."""
+    if self.step_seconds is None:
+      return {}
+    return {'step_ms': 1000 * self.step_seconds,
+            'all_reduce_ms': 1000 * self.all_reduce_seconds,
+            'forward_backward_ms': 1000 * self.compute_seconds,
+            'communication_share': self.communication_share(),
+            'suggested_per_replica_batch': suggested_batch_size(
+                self._per_replica_batch_size, self.all_reduce_seconds,
+                max(self.step_seconds - self.all_reduce_seconds, 1e-9))}
 
   def _time_local_step(self) -> float:
     """One replica's forward and backward pass, gradients not reduced: no collective."""

@@ -307,6 +307,12 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
       # Re-slices the cached batches across pass boundaries into whole ones.
       dataset = dataset.rebatch(batch_size, drop_remainder=drop_remainder)
   dataset = dataset.prefetch(tf.data.AUTOTUNE)
+  if num_epochs is None:
+    # Said outright: rebatch hides that the data never ends, and under a
+    # multi-worker strategy an unknown length makes every step agree across
+    # workers on whether data is left (an extra collective round trip per step).
+    dataset = dataset.apply(tf.data.experimental.assert_cardinality(
+        tf.data.INFINITE_CARDINALITY))
 
   dataset_options = tf.data.Options()
   dataset_options.experimental_deterministic = options.deterministic
@@ -344,10 +350,13 @@ def naive_dataset(file_pattern: Union[str, Sequence[str]],
                   batch_size: int,
                   compression: str = 'GZIP',
                   label_key: Optional[str] = DEFAULT_LABEL_KEY,
-                  record_dataset_fn: Optional[RecordDatasetFn] = None) -> tf.data.Dataset:
+                  record_dataset_fn: Optional[RecordDatasetFn] = None,
+                  shuffle_buffer: int = 0) -> tf.data.Dataset:
   """One file at a time, one example parsed at a time, no prefetch.
 
   This is the baseline the ingestion benchmark and tests compare against.
+  `shuffle_buffer` records are shuffled before parsing (0: none), so the
+  baseline can do the same shuffling work as the readers it is compared with.
   """
   feature_spec = tf_transform_output.transformed_feature_spec()
 
@@ -362,5 +371,7 @@ def naive_dataset(file_pattern: Union[str, Sequence[str]],
       tf.data.TFRecordDataset, compression_type=compression)
   dataset = tf.data.Dataset.from_tensor_slices(list_files(file_pattern)).flat_map(
       record_dataset_fn)
+  if shuffle_buffer:
+    dataset = dataset.shuffle(shuffle_buffer)
   return dataset.map(parse_one).batch(batch_size)
 

@@ -20,6 +20,10 @@ from tfx_distillery.components.common import progress  # pylint: disable=g-impor
 from tfx_distillery.components.common import strategy as strategy_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
+# Cores the local processes share between them; unset means every core of the machine.
+CORES_VARIABLE = 'DISTILLERY_CORES'
+
+
 def main(job_path: str, job_name: str, task_index: int) -> int:
   progress.set_console(_PROGRESS_STREAM)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -34,7 +38,9 @@ def main(job_path: str, job_name: str, task_index: int) -> int:
   # Local processes share this machine's cores: without a cap each one sizes its
   # thread pools for all of them, and the oversubscribed workers then wait for
   # each other at every all-reduce.
-  cores_per_process = max(1, (os.cpu_count() or 1) // max(1, training.num_workers))
+  # DISTILLERY_CORES caps the cores the whole local cluster may use (default: all).
+  cores = int(os.environ.get(CORES_VARIABLE) or os.cpu_count() or 1)
+  cores_per_process = max(1, cores // max(1, training.num_workers))
   tf.config.threading.set_intra_op_parallelism_threads(cores_per_process)
   tf.config.threading.set_inter_op_parallelism_threads(cores_per_process)
   # Collective ops must be configured before any other TensorFlow work, so the

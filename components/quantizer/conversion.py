@@ -103,7 +103,8 @@ def ops_without_tflite_kernel(model: tf_keras.Model) -> List[str]:
 
 def convert(model: tf_keras.Model, mode: Optional[str] = None,
             representative_features: Optional[Callable[[], Iterable[Dict[str, np.ndarray]]]]
-            = None, io_type: str = 'float32', strict_int8: bool = False) -> bytes:
+            = None, io_type: str = 'float32', strict_int8: bool = False,
+            per_channel: bool = True) -> bytes:
   """Converts `model` to TFLite.
 
   In the full integer modes every op is asked for an int8 kernel first. An op
@@ -123,6 +124,8 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
     io_type: For `full_integer`/`qat`: `float32` keeps float inputs and outputs
       (quantize/dequantize inside the model), `int8` makes them int8 too.
     strict_int8: Refuse instead of keeping ops without an int8 kernel in float.
+    per_channel: For `full_integer`/`qat`: one scale per output channel of each
+      weight (TFLite's default); False gives one scale per tensor.
 
   Returns:
     The flatbuffer bytes.
@@ -169,6 +172,8 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
     converter = _converter(model, ops)
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = representative_dataset
+    # The converter's only switch for per-tensor weight scales (a private attribute).
+    converter._experimental_disable_per_channel = not per_channel  # pylint: disable=protected-access
     if io_type == 'int8':
       converter.inference_input_type = tf.int8
       converter.inference_output_type = tf.int8

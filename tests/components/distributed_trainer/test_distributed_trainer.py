@@ -79,7 +79,14 @@ def test_two_workers_export_exactly_one_model_and_it_serves(data, tmp_path, prog
   assert glob.glob(os.path.join(model_run_uri, 'train', 'events.out.tfevents*'))
   assert any(line.startswith('[worker 1] ') for line in progress_lines)
   assert any('global batch 64 = 32 per replica x 2' in line for line in progress_lines)
-  assert any('communication' in line and 'compute' in line for line in progress_lines)
+  assert any('all-reduce' in line and 'forward and backward pass' in line
+             for line in progress_lines)
+  # The communication share is the timed gradient all-reduce over the measured step.
+  profile = metrics['step_profile']
+  assert profile['all_reduce_ms'] > 0 and profile['step_ms'] > 0
+  assert profile['communication_share'] == pytest.approx(
+      min(1.0, profile['all_reduce_ms'] / profile['step_ms']))
+  assert profile['suggested_per_replica_batch'] >= 32
   assert set(glob.glob(os.path.join(tempfile_dir(), 'distillery-worker-*'))) == scratch_before
 
 

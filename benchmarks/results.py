@@ -1,0 +1,230 @@
+"""Benchmark results as files, and `docs/benchmarks.md` rendered from them.
+
+Each benchmark run with `--save` writes `docs/results/<name>.json`: its result,
+the command, the commit and whether the measured code had uncommitted changes,
+the date and the machine. `python -m benchmarks.results` renders
+`docs/benchmarks.md` from those files alone, so no figure in it is typed by
+hand; a test renders it again and fails when the committed file differs.
+
+Usage:
+  python -m benchmarks.results            # writes docs/benchmarks.md
+  python -m benchmarks.results --check    # exits 1 when it is out of date
+"""
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from typing import Any, Dict, List, Optional
+
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS_DIR = os.path.join(REPOSITORY, 'docs', 'results')
+DOCUMENT = os.path.join(REPOSITORY, 'docs', 'benchmarks.md')
+# What a benchmark measures: a change here since a result's commit makes it stale.
+MEASURED_PATHS = ('benchmarks', 'components', 'trainer_modules', 'pipelines', 'tfx_distillery',
+                  'pyproject.toml', 'requirements/lock.txt')
+# The order of sections in docs/benchmarks.md.
+ORDER = ('pipeline', 'distillation', 'compression', 'distributed', 'ingestion', 'beam_modes')
+
+
+def target(name: str, value: Optional[float], rule: str, met: Optional[bool]) -> Dict[str, Any]:
+  """One row of a benchmark's target table; `met` None means no target, only a figure."""
+  return {'figure': name, 'value': value, 'target': rule, 'met': met}
+
+
+def table(title: str, columns: List[str], rows: List[List[Any]]) -> Dict[str, Any]:
+  """A detail table of a benchmark's result."""
+  return {'title': title, 'columns': columns, 'rows': rows}
+
+
+def _git(*arguments: str) -> str:
+  return subprocess.run(['git', *arguments], cwd=REPOSITORY, check=True, capture_output=True,
+                        text=True).stdout.strip()
+
+
+def machine() -> Dict[str, Any]:
+  """CPU count and model, and the operating system, of this machine."""
+  model = platform.processor() or platform.machine()
+  try:
+    with open('/proc/cpuinfo') as handle:
+      for line in handle:
+        if line.startswith('model name'):
+          model = line.split(':', 1)[1].strip()
+          break
+  except OSError:
+    pass
+  return {'cpu_count': os.cpu_count(), 'cpu_model': model,
+          'system': f'{platform.system()} {platform.release()}',
+          'python': platform.python_version()}
+
+
+# Files whose change does not change a measurement.
+NOT_MEASURED = ('benchmarks/results.py',)
+
+
+def measured_code_digest(repository: str = REPOSITORY) -> str:
+  """SHA-256 over the measured code's files (path and content), read from disk.
+
+  It needs no git history, so a test on any checkout can tell whether the code
+  still is what a result was measured on.
+  """
+  digest = hashlib.sha256()
+  for measured in MEASURED_PATHS:
+    root = os.path.join(repository, measured)
+    files = [root] if os.path.isfile(root) else sorted(
+        os.path.join(folder, file_name) for folder, folders, file_names in os.walk(root)
+        for file_name in file_names
+        if '__pycache__' not in folder and '.egg-info' not in folder
+        and file_name.endswith(('.py', '.pbtxt', '.toml', '.txt', '.json', '.sh')))
+    for path in sorted(files):
+      relative = os.path.relpath(path, repository)
+      if relative in NOT_MEASURED:
+        continue
+      digest.update(relative.encode() + b'\0')
+      with open(path, 'rb') as handle:
+        digest.update(handle.read() + b'\0')
+  return digest.hexdigest()
+
+
+def provenance(name: str, argv: List[str]) -> Dict[str, Any]:
+  """Where a result comes from: command, commit, clean tree or not, date, machine."""
+  changed = _git('status', '--porcelain', '--', *MEASURED_PATHS)
+  return {
+      'benchmark': name,
+      'command': ' '.join(['python', '-m', f'benchmarks.{name}', *argv]),
+      'commit': _git('rev-parse', 'HEAD'),
+      'measured_code_committed': not changed,
+      'measured_code_digest': measured_code_digest(),
+      'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
+      'machine': machine(),
+  }
+
+
+def save(name: str, argv: List[str], result: Dict[str, Any], seconds: float) -> str:
+  """Writes docs/results/<name>.json (through a temporary file); returns its path."""
+  record = {**provenance(name, argv), 'wall_seconds': round(seconds, 1), 'result': result}
+  os.makedirs(RESULTS_DIR, exist_ok=True)
+  path = os.path.join(RESULTS_DIR, f'{name}.json')
+  with open(path + '.tmp', 'w') as handle:
+    json.dump(record, handle, indent=1, sort_keys=True)
+    handle.write('\n')
+  os.replace(path + '.tmp', path)
+  return path
+
+
+def load_all(results_dir: str = RESULTS_DIR) -> List[Dict[str, Any]]:
+  """Every saved result, in the document's order."""
+  records = []
+  for file_name in sorted(os.listdir(results_dir)) if os.path.isdir(results_dir) else []:
+    if file_name.endswith('.json'):
+      with open(os.path.join(results_dir, file_name)) as handle:
+        records.append(json.load(handle))
+  rank = {name: position for position, name in enumerate(ORDER)}
+  return sorted(records, key=lambda record: (rank.get(record['benchmark'], len(ORDER)),
+                                             record['benchmark']))
+
+
+def _cell(value: Any) -> str:
+  if value is None:
+    return ''
+  if isinstance(value, bool):
+    return 'yes' if value else 'no'
+  if isinstance(value, float):
+    if value == 0:
+      return '0'
+    if abs(value) >= 1000:
+      return f'{value:,.0f}'
+    if abs(value) >= 100:
+      return f'{value:.1f}'
+    if abs(value) >= 10:
+      return f'{value:.2f}'
+    if abs(value) >= 1:
+      return f'{value:.3f}'
+    return f'{value:.4f}'
+  if isinstance(value, int):
+    return f'{value:,}'
+  if isinstance(value, (list, tuple)):
+    return ', '.join(_cell(item) for item in value)
+  return str(value).replace('|', '\\|')
+
+
+def _markdown_table(columns: List[str], rows: List[List[Any]]) -> List[str]:
+  lines = ['| ' + ' | '.join(columns) + ' |', '|' + '---|' * len(columns)]
+  lines += ['| ' + ' | '.join(_cell(value) for value in row) + ' |' for row in rows]
+  return lines
+
+
+def _verdict(met: Optional[bool]) -> str:
+  return '' if met is None else ('met' if met else '**missed**')
+
+
+def render(records: List[Dict[str, Any]]) -> str:
+  """docs/benchmarks.md from the saved results."""
+  lines = [
+      '# Measured results',
+      '',
+      '<!-- Generated by `python -m benchmarks.results` from docs/results/*.json; '
+      'do not edit. -->',
+      '',
+      'Every figure below is read from `docs/results/<name>.json`, which `make bench` (or '
+      'the command shown) wrote on the commit and machine named with it. A test '
+      'renders this file again and fails when it differs, and another fails when the '
+      'measured code changed after the commit a result names. Accuracies are fractions '
+      '(0.01 is one point) on the held-out `test` split unless a table says otherwise. '
+      'Missed targets stay in the tables, marked **missed**.',
+      '',
+  ]
+  for record in records:
+    result, machine_info = record['result'], record['machine']
+    lines += [
+        f"## {result.get('title', record['benchmark'])}",
+        '',
+        f"`{record['command']}` at commit `{record['commit'][:7]}`"
+        + ('' if record['measured_code_committed'] else ' **with uncommitted changes**')
+        + f", {record['date']}, {machine_info['cpu_count']} × {machine_info['cpu_model']} "
+        f"({machine_info['system']}), {_cell(record['wall_seconds'])} s.",
+        '',
+    ]
+    if result.get('summary'):
+      lines += [result['summary'], '']
+    if result.get('targets'):
+      lines += _markdown_table(
+          ['figure', 'value', 'target', 'verdict'],
+          [[row['figure'], row['value'], row['target'], _verdict(row['met'])]
+           for row in result['targets']])
+      lines.append('')
+    for detail in result.get('tables', []):
+      lines += [f"**{detail['title']}**", '']
+      lines += _markdown_table(detail['columns'], detail['rows'])
+      lines.append('')
+    for note in result.get('notes', []):
+      lines += [f'- {note}']
+    if result.get('notes'):
+      lines.append('')
+  return '\n'.join(lines).rstrip() + '\n'
+
+
+def main() -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--check', action='store_true',
+                      help='exit 1 when docs/benchmarks.md differs from a fresh render')
+  args = parser.parse_args()
+  text = render(load_all())
+  if args.check:
+    with open(DOCUMENT) as handle:
+      if handle.read() != text:
+        print(f'{DOCUMENT} is out of date: run python -m benchmarks.results', file=sys.stderr)
+        return 1
+    return 0
+  with open(DOCUMENT + '.tmp', 'w') as handle:
+    handle.write(text)
+  os.replace(DOCUMENT + '.tmp', DOCUMENT)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,56 @@
+"""docs/benchmarks.md is generated from docs/results/, and the results match the code."""
+
+import json
+
+from benchmarks import results
+
+REQUIRED = ('benchmark', 'command', 'commit', 'measured_code_committed', 'measured_code_digest',
+            'date', 'machine', 'result')
+
+
+def test_the_committed_document_is_what_the_results_render_to():
+  with open(results.DOCUMENT) as handle:
+    committed = handle.read()
+  assert committed == results.render(results.load_all()), (
+      'docs/benchmarks.md differs from its results: run python -m benchmarks.results')
+
+
+def test_every_benchmark_has_a_result_with_its_provenance():
+  records = results.load_all()
+  assert sorted(record['benchmark'] for record in records) == sorted(results.ORDER)
+  for record in records:
+    assert set(REQUIRED) <= set(record), record['benchmark']
+    assert record['machine']['cpu_count'] >= 1 and record['machine']['cpu_model']
+    assert record['measured_code_committed'], (
+        f"{record['benchmark']} was measured with uncommitted changes to the measured code")
+
+
+def test_missed_targets_are_shown_as_missed():
+  text = results.render(results.load_all())
+  for record in results.load_all():
+    for target in record['result'].get('targets', []):
+      if target['met'] is False:
+        assert f"| {target['figure']} |" in text and '**missed**' in text
+
+
+def test_no_result_is_stale():
+  """The measured code is byte for byte what each result was measured on."""
+  digest = results.measured_code_digest()
+  for record in results.load_all():
+    assert record['measured_code_digest'] == digest, (
+        f"{record['benchmark']} was measured at {record['commit'][:7]}, and the measured code "
+        f'({", ".join(results.MEASURED_PATHS)}) has changed since: re-run it (make bench)')
+
+
+def test_render_marks_missed_and_met(tmp_path):
+  record = {'benchmark': 'example', 'command': 'python -m benchmarks.example', 'commit': 'a' * 40,
+            'measured_code_committed': True, 'date': '2026-01-01 00:00 UTC',
+            'machine': {'cpu_count': 2, 'cpu_model': 'CPU', 'system': 'Linux'},
+            'wall_seconds': 1.0,
+            'result': {'targets': [results.target('fast', 0.5, '>= 1', False),
+                                   results.target('small', 2.0, '<= 3', True)]}}
+  (tmp_path / 'example.json').write_text(json.dumps(record))
+  text = results.render(results.load_all(str(tmp_path)))
+  assert '| fast | 0.5000 | >= 1 | **missed** |' in text
+  assert '| small | 2.000 | <= 3 | met |' in text
+  assert 'commit `aaaaaaa`' in text

@@ -1,0 +1,29 @@
+"""Student modules read their size from the hyperparameters they are given."""
+
+import pytest
+
+from tfx_distillery.trainer_modules import base
+from tfx_distillery.trainer_modules import digits_student
+
+
+class _TenClasses:
+  """A stand-in transform output: build_student asks it only for the class count."""
+
+
+@pytest.mark.parametrize('hyperparameters, expected_parameters', [
+    (None, 64 * 8 + 8 + 8 * 10 + 10),
+    ({'hidden_units': 32}, 64 * 32 + 32 + 32 * 10 + 10),
+    # A Tuner's best_hyperparameters config keeps its values under 'values'.
+    ({'space': [], 'values': {'hidden_units': 128}}, 64 * 128 + 128 + 128 * 10 + 10),
+])
+def test_digits_student_width_comes_from_hyperparameters(hyperparameters, expected_parameters):
+  given = {**(hyperparameters or {}), 'num_classes': 10}
+  student = digits_student.build_student(_TenClasses(), given)
+  assert student.count_params() == expected_parameters
+
+
+def test_hyperparameter_falls_back_to_the_default():
+  assert base.hyperparameter(None, 'hidden_units', 8) == 8
+  assert base.hyperparameter({'values': {'other': 1}}, 'hidden_units', 8) == 8
+  assert base.hyperparameter({'hidden_units': 4, 'values': {'hidden_units': 9}},
+                             'hidden_units', 8) == 4
