@@ -30,6 +30,7 @@ import tensorflow as tf
 from tfx_distillery.components.common import evaluation
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.common import reading
+from tfx_distillery.components.common import shapes
 
 OUTPUT_KINDS = ('logits', 'probabilities')
 # Rows of a softmax output sum to 1 within this tolerance.
@@ -252,11 +253,14 @@ class Scorer:
 
   def __init__(self, model_dir: str, scores_fn: Callable, format_name: str,
                input_names: List[str], num_outputs: int, output_kind: Optional[str],
-               keras_model=None, trackable=None):
+               keras_model=None, trackable=None,
+               input_specs: Optional[Dict[str, shapes.InputSpec]] = None):
     self.model_dir = model_dir
     self._scores_fn = scores_fn
     self.format = format_name
     self.input_names = list(input_names)
+    # The rank and dtype each input was traced with (shapes.conform brings features to them).
+    self.input_specs = dict(input_specs or {})
     self.num_outputs = int(num_outputs)
     self.output_kind = output_kind
     self.keras_model = keras_model
@@ -270,9 +274,23 @@ class Scorer:
     variables = getattr(self.trackable, 'variables', None) or []
     return int(sum(np.prod(variable.shape) for variable in variables))
 
+  def who(self) -> str:
+    """The component and the model, as refusals name them."""
+    return f'{progress.current_component()}, the model at {self.model_dir}'
+
+  def conform(self, features):
+    """The model's inputs from `features`, each at the rank and dtype of its signature.
+
+    Raises:
+      shapes.FeatureShapeError: naming the feature, both shapes and the component.
+    """
+    if not self.input_specs:
+      return {name: features[name] for name in self.input_names}
+    return shapes.conform(features, self.input_specs, self.who())
+
   def scores(self, features):
     """Raw outputs for a batch of transformed features (tensors or numpy)."""
-    return self._scores_fn({name: features[name] for name in self.input_names})
+    return self._scores_fn(self.conform(features))
 
   def logits(self, features) -> tf.Tensor:
     """Logits, recovered from probabilities when the model emits those (TF ops, traceable)."""
@@ -353,7 +371,8 @@ def _keras_scorer(model_dir: str, model) -> Scorer:
     return outputs
 
   return Scorer(model_dir, scores, 'keras', model.input_names,
-                int(model.outputs[0].shape[-1]), kind, keras_model=model)
+                int(model.outputs[0].shape[-1]), kind, keras_model=model,
+                input_specs=shapes.keras_specs(model))
 
 
 def _restored_scorer(model_dir: str, restored) -> Scorer:
@@ -369,25 +388,21 @@ def _restored_scorer(model_dir: str, restored) -> Scorer:
         f'signatures {sorted(restored.signatures)}). Export the model with model.save(), or '
         'with tf.saved_model.save after it has been called (trained) on its features.')
   structure = inference[0].structured_input_signature[0][0]
+  input_specs = shapes.function_specs(structure)
+  input_names = list(input_specs)
   if isinstance(structure, dict):
-    input_names = sorted(structure)
 
     def arrange(features):
       return {name: features[name] for name in input_names}
   else:
-    specs = list(structure) if isinstance(structure, (list, tuple)) else [structure]
-    input_names = [spec.name for spec in specs]
 
     def arrange(features):
       ordered = [features[name] for name in input_names]
       return ordered if isinstance(structure, (list, tuple)) else ordered[0]
-  dtypes = {}
-  for spec in tf.nest.flatten(structure):
-    dtypes[spec.name] = spec.dtype
 
   def scores(features):
-    cast = {name: tf.cast(value, dtypes.get(name, tf.float32)) for name, value in features.items()}
-    outputs = restored(arrange(cast), training=False)
+    # `features` are already conformed to the traced signature's ranks and dtypes.
+    outputs = restored(arrange(features), training=False)
     if isinstance(outputs, dict):
       outputs = outputs.get('logits', next(iter(outputs.values())))
     if isinstance(outputs, (list, tuple)):
@@ -397,7 +412,7 @@ def _restored_scorer(model_dir: str, restored) -> Scorer:
   output = inference[0].structured_outputs
   output = tf.nest.flatten(output)[0]
   return Scorer(model_dir, scores, 'saved_model', input_names, int(output.shape[-1]), None,
-                trackable=restored)
+                trackable=restored, input_specs=input_specs)
 
 
 def folder_format(model_dir: str) -> str:
@@ -424,6 +439,7 @@ def load_scorer(model_dir: str, model_format: Optional[str] = None) -> Scorer:
   if model_format == TFLITE_FORMAT:
     from tfx_distillery.components.quantizer import predict  # pylint: disable=g-import-not-at-top
     predictor = predict.TFLitePredictor(model_dir)
+    # The predictor conforms features to its interpreter's inputs itself.
     return Scorer(model_dir, predictor.logits, 'tflite', predictor.input_names,
                   predictor.num_outputs, predictor.output_kind, trackable=predictor)
   import tf_keras  # pylint: disable=g-import-not-at-top

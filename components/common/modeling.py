@@ -324,6 +324,26 @@ def all_reduce_dense_gradients(optimizer: tf_keras.optimizers.Optimizer
   return optimizer
 
 
+@tf_keras.utils.register_keras_serializable(package='tfx_distillery')
+class ClipIds(tf_keras.layers.Layer):
+  """Integer ids clipped into [0, num_ids): unknown (-1) and unseen ids reuse an edge bucket.
+
+  A plain layer (not a Lambda) so that saved students reload, clone for tfmot and
+  convert to TFLite (MINIMUM and MAXIMUM are builtins).
+  """
+
+  def __init__(self, num_ids: int, **kwargs):
+    super().__init__(**kwargs)
+    self.num_ids = int(num_ids)
+
+  def call(self, inputs):
+    return tf.clip_by_value(inputs, tf.cast(0, inputs.dtype),
+                            tf.cast(self.num_ids - 1, inputs.dtype))
+
+  def get_config(self):
+    return {**super().get_config(), 'num_ids': self.num_ids}
+
+
 def nests_models(model: tf_keras.Model) -> bool:
   """Whether the model's graph holds whole models (an ensemble) rather than plain layers.
 

@@ -11,6 +11,8 @@ import time
 from typing import Iterator, TextIO
 
 LOGGER_NAME = 'distillery'
+# The component whose executor runs in this process (set by component_timer), for messages.
+_current_component = []
 
 
 def get_logger() -> logging.Logger:
@@ -33,6 +35,21 @@ def set_console(stream) -> None:
       handler.setStream(stream)
 
 
+def current_component(default: str = 'tfx_distillery') -> str:
+  """The component running in this process (its name without ' executor'), else `default`."""
+  return _current_component[-1] if _current_component else default
+
+
+@contextlib.contextmanager
+def running_component(component_name: str) -> Iterator[None]:
+  """Names the component that errors raised meanwhile should name."""
+  _current_component.append(component_name)
+  try:
+    yield
+  finally:
+    _current_component.pop()
+
+
 @contextlib.contextmanager
 def component_timer(component_name: str) -> Iterator[None]:
   """Logs one line when a component starts and one when it ends, with wall time."""
@@ -40,7 +57,8 @@ def component_timer(component_name: str) -> Iterator[None]:
   logger.info('%s: started', component_name)
   start = time.monotonic()
   try:
-    yield
+    with running_component(component_name.replace(' executor', '')):
+      yield
   except BaseException:
     logger.info('%s: FAILED after %.1f s', component_name,
                 time.monotonic() - start)

@@ -57,7 +57,7 @@ class Distiller(base_component.BaseComponent):
   def __init__(self,
                examples: types.BaseChannel,
                transform_graph: types.BaseChannel,
-               module_file: str,
+               module_file: Optional[str] = None,
                teacher_model: Optional[types.BaseChannel] = None,
                teacher_models: Optional[Sequence[types.BaseChannel]] = None,
                schema: Optional[types.BaseChannel] = None,
@@ -78,6 +78,8 @@ class Distiller(base_component.BaseComponent):
                alphas: Sequence[float] = (0.1, 0.5, 0.9),
                validation_percent: int = 10,
                mixup: float = 1.0,
+               student_hidden_units: Optional[Sequence[int]] = None,
+               student_parameter_share: Optional[float] = None,
                train_args: Optional[tfx.proto.TrainArgs] = None,
                eval_args: Optional[tfx.proto.EvalArgs] = None,
                custom_config: Optional[Dict[str, Any]] = None,
@@ -89,7 +91,10 @@ class Distiller(base_component.BaseComponent):
     Args:
       examples: Transformed examples (IngestionTransform's or Transform's).
       transform_graph: The transform graph, applied inside the exported student.
-      module_file: Python file defining `build_student`.
+      module_file: Python file defining `build_student`; None uses the built-in
+        student (`trainer_modules/builtin_student.py`), built from the transformed
+        schema: floats dense, integer categories embedded by their vocabulary or
+        domain, fixed-length id sequences embedded and averaged.
       teacher_model: The teacher's Model channel. Give this or `teacher_models`.
       teacher_models: 1 to 4 teacher Model channels, in the order of `teacher_weights`.
       schema: Optional Schema channel, as for Trainer.
@@ -122,6 +127,9 @@ class Distiller(base_component.BaseComponent):
         student both see mixes of pairs of training examples, so the student
         learns the teacher's answers between them. 1 (the default) draws the
         mixing weight uniformly; 0 turns mixup off.
+      student_hidden_units: The built-in student's hidden layer widths (default (16,)).
+      student_parameter_share: Size the built-in student instead as the widest one
+        hidden layer with at most this share of the (first) teacher's parameters, in (0, 1].
       train_args: Steps of every training (student, baseline and each trial).
       eval_args: Steps of every evaluation.
       custom_config: `batch_size` (per replica), `epochs`, `learning_rate`, ...
@@ -139,12 +147,32 @@ class Distiller(base_component.BaseComponent):
     if not 1 <= len(teachers) <= distiller_spec.MAX_TEACHERS:
       raise ValueError(f'teacher_models takes 1 to {distiller_spec.MAX_TEACHERS} channels; '
                        f'got {len(teachers)}.')
-    if not module_file or not isinstance(module_file, str):
-      raise ValueError('module_file must name the student module (a .py file defining '
-                       f'build_student); got {module_file!r}.')
-    modules.check_module_defines(
-        module_file, executor.STUDENT_FN,
-        '(tf_transform_output, hyperparameters) returning a tf_keras.Model that outputs logits')
+    if module_file is not None:
+      if not module_file or not isinstance(module_file, str):
+        raise ValueError('module_file must name the student module (a .py file defining '
+                         f'build_student), or be None for the built-in student; got '
+                         f'{module_file!r}.')
+      modules.check_module_defines(
+          module_file, executor.STUDENT_FN,
+          '(tf_transform_output, hyperparameters) returning a tf_keras.Model that outputs '
+          'logits')
+      if student_hidden_units is not None or student_parameter_share is not None:
+        raise ValueError('student_hidden_units and student_parameter_share size the built-in '
+                         'student (module_file=None); your module_file builds its own. Pass '
+                         'sizes to it through hyperparameters instead.')
+    if student_hidden_units is not None and student_parameter_share is not None:
+      raise ValueError('Give student_hidden_units or student_parameter_share, not both.')
+    if student_hidden_units is not None and (
+        isinstance(student_hidden_units, (str, bytes)) or not student_hidden_units or
+        any(not isinstance(units, int) or isinstance(units, bool) or units < 1
+            for units in student_hidden_units)):
+      raise ValueError(f'student_hidden_units must be a non-empty list of integers >= 1; got '
+                       f'{student_hidden_units!r}.')
+    if student_parameter_share is not None and (
+        not isinstance(student_parameter_share, (int, float)) or
+        isinstance(student_parameter_share, bool) or not 0 < student_parameter_share <= 1):
+      raise ValueError(f'student_parameter_share must be a number in (0, 1]; got '
+                       f'{student_parameter_share!r}.')
     parameters.refuse_secrets('custom_config', custom_config)
     if strategy not in DISTILLER_STRATEGIES:
       raise ValueError(f'strategy for the Distiller must be one of '
@@ -156,7 +184,10 @@ class Distiller(base_component.BaseComponent):
         multi_teacher_mode=multi_teacher_mode, train_baseline=bool(train_baseline),
         tune=bool(tune), temperatures=tuple(temperatures), alphas=tuple(alphas),
         validation_percent=validation_percent, mixup=mixup, label_key=label_key,
-        label_column=label_column, num_classes=num_classes, eval_examples=eval_examples)
+        label_column=label_column, num_classes=num_classes, eval_examples=eval_examples,
+        student_hidden_units=(tuple(student_hidden_units) if student_hidden_units is not None
+                              else None),
+        student_parameter_share=student_parameter_share)
     training.validate(settings, len(teachers))
     spec = distiller_spec.DistillerSpec(
         examples=examples,
@@ -178,7 +209,7 @@ class Distiller(base_component.BaseComponent):
         model_run=types.Channel(type=standard_artifacts.ModelRun),
         metrics=types.Channel(type=artifacts.ModelMetrics))
     super().__init__(spec=spec)
-    if udf_utils.should_package_user_modules():
+    if module_file and udf_utils.should_package_user_modules():
       # The module is packaged into a wheel at compile time, as for Trainer.
       udf_utils.add_user_module_dependency(self, standard_component_specs.MODULE_FILE_KEY,
                                            standard_component_specs.MODULE_PATH_KEY)

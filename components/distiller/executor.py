@@ -13,6 +13,7 @@ from tfx_distillery.components.common import evaluation
 from tfx_distillery.components.distiller import spec as distiller_spec
 from tfx_distillery.components.distiller import training
 from tfx_distillery.components.distributed_trainer import executor as trainer_executor_lib
+from tfx_distillery.trainer_modules import builtin_student
 
 # Called by the Distiller in the student module file.
 STUDENT_FN = 'build_student'
@@ -25,11 +26,15 @@ class TrainingExecutor(trainer_executor.GenericExecutor):
          output_dict: Dict[str, List[types.Artifact]],
          exec_properties: Dict[str, Any]) -> None:
     fn_args = self._GetFnArgs(input_dict, output_dict, exec_properties)
-    try:
-      build_student = udf_utils.get_fn(exec_properties, STUDENT_FN)
-    except AttributeError as error:
-      raise ValueError(f'The Distiller\'s module_file must define {STUDENT_FN}('
-                       f'tf_transform_output, hyperparameters); {error}') from error
+    if not (exec_properties.get(standard_component_specs.MODULE_FILE_KEY)
+            or exec_properties.get(standard_component_specs.MODULE_PATH_KEY)):
+      build_student = builtin_student.build_student
+    else:
+      try:
+        build_student = udf_utils.get_fn(exec_properties, STUDENT_FN)
+      except AttributeError as error:
+        raise ValueError(f'The Distiller\'s module_file must define {STUDENT_FN}('
+                         f'tf_transform_output, hyperparameters); {error}') from error
     teacher_paths = [evaluation.serving_model_path(artifact_utils.get_single_uri(
         input_dict[key])) for key in distiller_spec.TEACHER_MODEL_KEYS if input_dict.get(key)]
     settings = training.DistillationSettings.from_json(

@@ -78,10 +78,8 @@ def check_teacher(teacher: Teacher, features: Dict[str, tf.Tensor], units: int,
   Raises:
     ValueError: naming the teacher and the mismatch.
   """
-  missing = sorted(set(teacher.input_names) - set(features))
-  if missing:
-    raise ValueError(f'The teacher at {teacher.model_dir} reads {missing}, which the transformed '
-                     f'examples do not have (they have {sorted(features)}).')
+  # Refuses, by name, a feature no unit axis or cast brings to the teacher's signature.
+  teacher.conform(features)
   if teacher.num_outputs != units:
     raise ValueError(
         f'The teacher at {teacher.model_dir} emits {teacher.num_outputs} outputs but the labels '

@@ -19,8 +19,10 @@ from tfx_distillery.components.common import measuring
 from tfx_distillery.components.common import modeling
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.common import reading
+from tfx_distillery.components.common import shapes
 from tfx_distillery.components.distiller import loss as loss_lib
 from tfx_distillery.components.distiller import teachers as teachers_lib
+from tfx_distillery.trainer_modules import builtin_student
 
 MULTI_TEACHER_MODES = ('average', 'many_on_many')
 METRICS_FILE_NAME = 'metrics.json'
@@ -52,6 +54,8 @@ class DistillationSettings:
     num_classes: The label's class count; None resolves it (schema, teacher,
       statistics).
     eval_examples: Eval examples every accuracy is measured on (a fixed prefix).
+    student_hidden_units: The built-in student's hidden widths (None: its default).
+    student_parameter_share: Or its size as a share of the teacher's parameters.
   """
   temperature: float = 2.0
   alpha: float = 0.5
@@ -68,6 +72,8 @@ class DistillationSettings:
   label_column: str = labels.DEFAULT_LABEL_KEY
   num_classes: Optional[int] = None
   eval_examples: int = measuring.DEFAULT_MAX_EXAMPLES
+  student_hidden_units: Optional[Tuple[int, ...]] = None
+  student_parameter_share: Optional[float] = None
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -75,7 +81,7 @@ class DistillationSettings:
   @classmethod
   def from_json(cls, text: str) -> 'DistillationSettings':
     values = json.loads(text)
-    for key in ('teacher_weights', 'temperatures', 'alphas'):
+    for key in ('teacher_weights', 'temperatures', 'alphas', 'student_hidden_units'):
       if values.get(key) is not None:
         values[key] = tuple(values[key])
     return cls(**values)
@@ -159,8 +165,13 @@ class DistillationModel(tf_keras.Model):
     self.loss_tracker = tf_keras.metrics.Mean(name='loss')
 
   def call(self, features, training=False):
-    return self.student({name: features[name] for name in self.student.input_names},
+    return self.student(shapes.conform(features, self._student_specs,
+                                       f'Distiller, student {self.student.name}'),
                         training=training)
+
+  @property
+  def _student_specs(self):
+    return shapes.keras_specs(self.student)
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
     del sample_weight
@@ -195,11 +206,9 @@ def check_student(student, units: int, num_classes: int, features: Dict[str, tf.
   if label_key in student.input_names:
     raise ValueError(f'The student from build_student reads the label {label_key!r} as an input; '
                      "leave it out (hyperparameters['label_key'] names it).")
-  missing = sorted(set(student.input_names) - set(features))
-  if missing:
-    raise ValueError(f'The student from build_student reads {missing}, which the transformed '
-                     f'examples do not have (they have {sorted(features)}).')
-  outputs = student({name: features[name] for name in student.input_names}, training=False)
+  outputs = student(shapes.conform(features, shapes.keras_specs(student),
+                                   f'Distiller, the student from build_student ({student.name})'),
+                    training=False)
   if outputs.shape[-1] != units:
     raise ValueError(
         f'The student from build_student emits {outputs.shape[-1]} outputs but the labels have '
@@ -248,6 +257,14 @@ class Distillation:
     hyperparameters = getattr(fn_args, 'hyperparameters', None)
     self.hyperparameters = {**(hyperparameters if isinstance(hyperparameters, dict) else {}),
                             'label_key': settings.label_key, 'num_classes': self.num_classes}
+    # What the built-in student is sized and read from (a module file may ignore them).
+    self.hyperparameters.update({
+        'statistics_uri': statistics_uri,
+        'teacher_parameters': self.teachers[0].count_params(),
+        **({'student_hidden_units': list(settings.student_hidden_units)}
+           if settings.student_hidden_units else {}),
+        **({'student_parameter_share': settings.student_parameter_share}
+           if settings.student_parameter_share else {})})
     self.eval_set = measuring.from_transformed_examples(
         fn_args.eval_files, measuring.CHOOSE_SPLIT, self.run.tf_transform_output,
         settings.label_key, settings.eval_examples, self.run.options.compression)
@@ -256,8 +273,12 @@ class Distillation:
     for teacher in self.teachers:
       teachers_lib.check_teacher(teacher, features, self.run.units, self.num_classes,
                                  settings.teacher_output)
-    check_student(self.build_student(self.run.tf_transform_output, self.hyperparameters),
-                  self.run.units, self.num_classes, features, settings.label_key)
+    student = self.build_student(self.run.tf_transform_output, self.hyperparameters)
+    check_student(student, self.run.units, self.num_classes, features, settings.label_key)
+    self.student_description = {'builder': getattr(self.build_student, '__module__', ''),
+                                **(builtin_student.describe(student)
+                                   if self.build_student is builtin_student.build_student
+                                   else {})}
 
   def check_labels(self) -> None:
     """Refuses, before any training, a label that can not train a classifier."""
@@ -345,6 +366,7 @@ class Distillation:
         'teacher_formats': [teacher.format for teacher in self.teachers],
         'student_accuracy': measuring.accuracy(self.scorer(student), eval_set),
         'student_parameters': int(student.count_params()),
+        'student': self.student_description,
         'majority_accuracy': measuring.majority_accuracy(eval_set.labels),
         'label_key': self.settings.label_key,
         **self.run.classes.describe(),

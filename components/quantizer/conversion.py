@@ -7,6 +7,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from tfx_distillery.components.common import shapes
+
 MODES = ('dynamic_range', 'float16', 'full_integer', 'qat')
 IO_TYPES = ('float32', 'int8')
 # Layers fake-quantized during QAT; others (embeddings) are quantized by the converter.
@@ -164,9 +166,13 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
         '"dynamic_range" or "float16" (they run such ops as Flex ops), or express them with '
         'TFLite builtin ops.')
 
+  input_specs = shapes.keras_specs(model)
+
   def representative_dataset():
+    # The calibrator resizes the interpreter's inputs to what it is fed, so each feature
+    # must come at the rank the model was traced with.
     for features in representative_features():
-      yield {name: features[name] for name in model.input_names}
+      yield shapes.conform(features, input_specs, f'Quantizer ({mode}) calibration')
 
   def int8_converter(ops):
     converter = _converter(model, ops)

@@ -20,6 +20,7 @@ from tfx_distillery.components.common import measuring
 from tfx_distillery.components.common import modeling
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.common import reading
+from tfx_distillery.components.common import shapes
 from tfx_distillery.components.quantizer import conversion
 from tfx_distillery.components.quantizer import predict
 from tfx_distillery.components.quantizer import spec as quantizer_spec
@@ -44,8 +45,9 @@ def write_tflite_folder(output_dir: str, flatbuffer: bytes, serving: dict,
                         transform_graph_uri: str) -> None:
   """One self-contained serving folder, written whole or not at all.
 
-  `model.tflite`, a copy of the transform graph, `serving.json` and
-  `predict.py`: copied anywhere, it still answers raw serialized examples.
+  `model.tflite`, a copy of the transform graph, `serving.json`, `predict.py`
+  and the `shapes.py` it reads: copied anywhere, it still answers raw
+  serialized examples.
   """
   staging_dir = output_dir + '.tmp'
   if tf.io.gfile.exists(staging_dir):
@@ -56,6 +58,8 @@ def write_tflite_folder(output_dir: str, flatbuffer: bytes, serving: dict,
   measuring.write_atomically(os.path.join(staging_dir, predict.SERVING_FILE_NAME),
                              json.dumps(serving, indent=2, sort_keys=True))
   tf.io.gfile.copy(predict.__file__, os.path.join(staging_dir, 'predict.py'), overwrite=True)
+  # predict.py's one shape rule, so the copied folder needs nothing of ours.
+  tf.io.gfile.copy(shapes.__file__, os.path.join(staging_dir, 'shapes.py'), overwrite=True)
   if tf.io.gfile.exists(output_dir):
     tf.io.gfile.rmtree(output_dir)
   tf.io.gfile.rename(staging_dir, output_dir)

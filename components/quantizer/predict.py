@@ -20,6 +20,11 @@ from typing import Dict, List
 
 import numpy as np
 
+try:
+  from tfx_distillery.components.common import shapes
+except ImportError:  # A copied folder, outside the package: its own copy beside this file.
+  import shapes  # pylint: disable=g-import-not-at-top
+
 MODEL_FORMAT = 'tflite'
 MODEL_FILE_NAME = 'model.tflite'
 SERVING_FILE_NAME = 'serving.json'
@@ -72,6 +77,9 @@ class TFLitePredictor:
     self.transform_graph_dir = os.path.join(
         model_dir, self.serving.get('transform_graph', TRANSFORM_GRAPH_FOLDER))
     self.output_kind = self.serving.get('output_kind', 'logits')
+    self.model_dir = model_dir
+    # The rank and dtype each interpreter input takes: a flatbuffer is as strict as its trace.
+    self.input_specs = shapes.tflite_specs(self.input_details)
 
   @property
   def input_names(self) -> List[str]:
@@ -84,8 +92,10 @@ class TFLitePredictor:
 
   def logits_one(self, features: Dict[str, np.ndarray]) -> np.ndarray:
     """Logits of one example; `features` maps input names to arrays of batch 1."""
-    inputs = {name: quantize(np.asarray(features[name]).reshape(detail['shape']),
-                             detail) for name, detail in self.input_details.items()}
+    conformed = shapes.conform(features, self.input_specs,
+                               f'TFLite interpreter of {self.model_dir}')
+    inputs = {name: quantize(value, self.input_details[name])
+              for name, value in conformed.items()}
     outputs = self.runner(**inputs)
     name = 'logits' if 'logits' in outputs else sorted(outputs)[0]
     return dequantize(outputs[name], self.output_details[name])

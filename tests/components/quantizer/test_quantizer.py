@@ -45,7 +45,7 @@ def test_full_integer_tensors_really_are_int8_and_it_serves_raw_examples(
     data, teacher, tmp_path):
   model_dir, metrics = run_quantizer(data, teacher, str(tmp_path), 'full_integer',
                                      io_type='int8')
-  assert sorted(os.listdir(model_dir)) == ['model.tflite', 'predict.py', 'serving.json',
+  assert sorted(os.listdir(model_dir)) == ['model.tflite', 'predict.py', 'serving.json', 'shapes.py',
                                            'transform_graph']
   interpreter = tf.lite.Interpreter(model_path=os.path.join(model_dir, 'model.tflite'))
   dtypes = {np.dtype(detail['dtype']).name for detail in interpreter.get_tensor_details()}

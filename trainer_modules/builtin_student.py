@@ -1,0 +1,166 @@
+"""The Distiller's built-in student (`module_file=None`): built from the transformed schema alone.
+
+A stock pipeline (TFX's taxi, penguin or imdb example) needs no new module file:
+- float features go in dense, flattened;
+- an integer feature with a vocabulary or integer domain (or, failing those, a
+  maximum in the transformed statistics) is embedded, sized from its buckets;
+- a fixed-length integer sequence (a padded text) is embedded and averaged;
+- an integer with no known range goes in as a number.
+One hidden layer of `hidden_units` (default 16), or the widest that fits in
+`parameter_share` of the teacher's parameters. A sparse (VarLen) transformed
+feature is refused by name: the student takes dense inputs.
+"""
+
+import os
+from typing import Dict, List, Optional, Sequence
+
+import tensorflow as tf
+import tf_keras
+import tensorflow_transform as tft
+
+from tfx_distillery.components.common import modeling
+from tfx_distillery.trainer_modules import base
+
+DEFAULT_HIDDEN_UNITS = (16,)
+# Widths tried, narrowest first, when the size is a share of the teacher's parameters.
+CANDIDATE_WIDTHS = (2, 4, 8, 16, 32, 64, 128, 256, 512)
+MAX_EMBEDDING_DIM = 8
+
+
+def integer_buckets(tf_transform_output: tft.TFTransformOutput, name: str,
+                    statistics_uri: Optional[str] = None) -> Optional[int]:
+  """Ids of an integer feature: its vocabulary or domain, else statistics' max + 1, else None."""
+  schema = tf_transform_output.transformed_metadata.schema
+  for feature in schema.feature:
+    if feature.name == name and feature.HasField('int_domain') and feature.int_domain.HasField(
+        'max') and feature.int_domain.max >= 0:
+      return int(feature.int_domain.max) + 1
+  try:
+    return int(tf_transform_output.num_buckets_for_transformed_feature(name))
+  except ValueError:
+    pass
+  if statistics_uri:
+    from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=g-import-not-at-top
+    path = os.path.join(statistics_uri, 'Split-train', 'FeatureStats.pb')
+    if tf.io.gfile.exists(path):
+      statistics = statistics_pb2.DatasetFeatureStatisticsList()
+      with tf.io.gfile.GFile(path, 'rb') as handle:
+        statistics.ParseFromString(handle.read())
+      for dataset in statistics.datasets:
+        for feature in dataset.features:
+          feature_name = feature.path.step[-1] if feature.path.step else feature.name
+          if feature_name == name and feature.HasField('num_stats') and (
+              feature.num_stats.min >= 0):
+            return int(feature.num_stats.max) + 1
+  return None
+
+
+def feature_columns(tf_transform_output: tft.TFTransformOutput, label_key: str,
+                    statistics_uri: Optional[str] = None):
+  """(inputs by name, encoded columns, what each feature became) for every feature but the label."""
+  inputs, columns, plan = {}, [], {}
+  for name, spec in sorted(tf_transform_output.transformed_feature_spec().items()):
+    if name == label_key:
+      continue
+    if not isinstance(spec, tf.io.FixedLenFeature):
+      raise ValueError(
+          f'Distiller (built-in student): transformed feature {name!r} is '
+          f'{type(spec).__name__} (sparse), but the built-in student takes dense inputs. Make '
+          'it dense in your preprocessing_fn (fill missing values), or give a module_file '
+          'whose build_student reads it.')
+    if spec.dtype == tf.string:
+      raise ValueError(f'Distiller (built-in student): transformed feature {name!r} is a '
+                       'string; map it to ids in your preprocessing_fn '
+                       '(tft.compute_and_apply_vocabulary) or give a module_file.')
+    shape = tuple(spec.shape)
+    length = int(shape[0]) if shape else 1
+    buckets = integer_buckets(tf_transform_output, name, statistics_uri) if (
+        spec.dtype.is_integer) else None
+    # An integer with no known range is read as a number: the input takes float32 and
+    # every caller casts to it (shapes.conform).
+    tensor = tf_keras.Input(shape=shape, name=name,
+                            dtype=spec.dtype if buckets else tf.float32)
+    inputs[name] = tensor
+    if buckets:
+      dimension = int(min(MAX_EMBEDDING_DIM, max(2, round(buckets ** 0.25 * 2))))
+      ids = tf_keras.layers.Reshape((length,), name=f'{name}_ids')(tensor)
+      # Out-of-range ids (-1 for unknown, unseen values) share an edge bucket rather than
+      # fail the lookup.
+      ids = modeling.ClipIds(buckets, name=f'{name}_clip')(ids)
+      embedded = tf_keras.layers.Embedding(buckets, dimension, name=f'{name}_embedding')(ids)
+      if len(shape) == 1 and length > 1:
+        columns.append(tf_keras.layers.GlobalAveragePooling1D(name=f'{name}_pool')(embedded))
+        plan[name] = f'sequence of {length} ids, {buckets} buckets, embedded {dimension} and averaged'
+      else:
+        columns.append(tf_keras.layers.Flatten(name=f'{name}_flat')(embedded))
+        plan[name] = f'{buckets} ids, embedded {dimension}'
+    else:
+      columns.append(tf_keras.layers.Reshape((max(1, _elements(shape)),), name=f'{name}_flat')(
+          tensor))
+      plan[name] = 'number' if not shape or _elements(shape) == 1 else f'{_elements(shape)} numbers'
+  if not inputs:
+    raise ValueError(f'Distiller (built-in student): the transform emits no feature besides '
+                     f'the label {label_key!r}.')
+  return inputs, columns, plan
+
+
+def _elements(shape: Sequence[int]) -> int:
+  count = 1
+  for size in shape:
+    count *= int(size)
+  return count
+
+
+def build(tf_transform_output: tft.TFTransformOutput, hidden_units: Sequence[int],
+          label_key: str, num_outputs: int, statistics_uri: Optional[str] = None
+         ) -> tf_keras.Model:
+  """The student at one size: encoded features, hidden ReLU layers, logits."""
+  inputs, columns, plan = feature_columns(tf_transform_output, label_key, statistics_uri)
+  hidden = columns[0] if len(columns) == 1 else tf_keras.layers.Concatenate(name='features')(
+      columns)
+  for position, units in enumerate(hidden_units):
+    hidden = tf_keras.layers.Dense(int(units), activation='relu', name=f'hidden_{position}')(
+        hidden)
+  logits = tf_keras.layers.Dense(num_outputs, name='logits')(hidden)
+  model = tf_keras.Model(inputs=inputs, outputs=logits, name='builtin_student')
+  model.feature_plan = plan  # Recorded in the Distiller's metrics.
+  return model
+
+
+def widths_for_share(build_at, teacher_parameters: int, share: float) -> List[int]:
+  """The widest single hidden layer whose student has at most `share` of the teacher's weights."""
+  budget = share * teacher_parameters
+  chosen = [CANDIDATE_WIDTHS[0]]
+  for width in CANDIDATE_WIDTHS:
+    if build_at([width]).count_params() <= budget:
+      chosen = [width]
+  return chosen
+
+
+# Called by the Distiller when module_file is None.
+def build_student(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
+                 ) -> tf_keras.Model:
+  """The built-in student; the Distiller passes its size and the label in `hyperparameters`."""
+  hyperparameters = hyperparameters if isinstance(hyperparameters, dict) else {}
+  settings = base.label_settings(hyperparameters)
+  label_key = settings['label_key']
+  num_outputs = settings['num_outputs'] or base.output_units(tf_transform_output, label_key)
+  statistics_uri = hyperparameters.get('statistics_uri')
+
+  def build_at(hidden_units):
+    return build(tf_transform_output, hidden_units, label_key, num_outputs, statistics_uri)
+
+  share = hyperparameters.get('student_parameter_share')
+  teacher_parameters = hyperparameters.get('teacher_parameters')
+  if share and teacher_parameters:
+    hidden_units = widths_for_share(build_at, int(teacher_parameters), float(share))
+  else:
+    hidden_units = list(hyperparameters.get('student_hidden_units') or DEFAULT_HIDDEN_UNITS)
+  return build_at(hidden_units)
+
+
+def describe(model: tf_keras.Model) -> Dict[str, object]:
+  """What the built-in student is, for metrics.json."""
+  return {'hidden_units': [layer.units for layer in model.layers
+                           if layer.name.startswith('hidden_')],
+          'features': dict(getattr(model, 'feature_plan', {}))}
