@@ -39,6 +39,7 @@ from tfx_distillery.components.distiller import training
 from tfx_distillery.components.pruner import executor as pruner_executor
 from tfx_distillery.components.quantizer import conversion
 from tfx_distillery.components.quantizer import executor as quantizer_executor
+from tfx_distillery.components.quantizer import predict
 from tfx_distillery.pipelines import datasets
 
 QUANTIZATION_MODES = ('dynamic_range', 'float16', 'full_integer', 'qat')
@@ -97,7 +98,7 @@ def folder_gzip_bytes(folder: str) -> int:
 
 
 def tflite_file(folder: str) -> str:
-  return os.path.join(folder, 'model.tflite')
+  return os.path.join(folder, predict.MODEL_FILE_NAME)
 
 
 def interpreter(flatbuffer: bytes, num_threads: int, xnnpack: bool):

@@ -5,10 +5,10 @@ A stock pipeline (TFX's taxi, penguin or imdb example) needs no new module file:
 - an integer feature with a vocabulary or integer domain (or, failing those, a
   maximum in the transformed statistics) is embedded, sized from its buckets;
 - a fixed-length integer sequence (a padded text) is embedded and averaged;
-- an integer with no known range goes in as a number.
+- an integer with no known range goes in as a number;
+- a string without a vocabulary, or a sparse feature, is left out, with a warning.
 One hidden layer of `hidden_units` (default 16), or the widest that fits in
-`parameter_share` of the teacher's parameters. A sparse (VarLen) transformed
-feature is refused by name: the student takes dense inputs.
+`parameter_share` of the teacher's parameters.
 """
 
 import os
@@ -18,17 +18,41 @@ import tensorflow as tf
 import tf_keras
 import tensorflow_transform as tft
 
+from tfx_distillery.components.common import labels
 from tfx_distillery.components.common import modeling
+from tfx_distillery.components.common import progress
 from tfx_distillery.trainer_modules import base
 
 DEFAULT_HIDDEN_UNITS = (16,)
 # Widths tried, narrowest first, when the size is a share of the teacher's parameters.
 CANDIDATE_WIDTHS = (2, 4, 8, 16, 32, 64, 128, 256, 512)
 MAX_EMBEDDING_DIM = 8
+# Above this many ids, a range read from statistics alone (no vocabulary, no domain) is
+# more likely a number or an identifier than a category: it goes in as a number.
+MAX_STATISTICS_IDS = 1000
 
 
-def integer_buckets(tf_transform_output: tft.TFTransformOutput, name: str,
-                    statistics_uri: Optional[str] = None) -> Optional[int]:
+def numeric_statistics(statistics_uri: Optional[str]) -> Dict[str, object]:
+  """Each transformed feature's `num_stats` on the train split (empty without statistics)."""
+  if not statistics_uri:
+    return {}
+  from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=g-import-not-at-top
+  path = labels.statistics_file(statistics_uri)
+  if path is None:
+    return {}
+  statistics = statistics_pb2.DatasetFeatureStatisticsList()
+  with tf.io.gfile.GFile(path, 'rb') as handle:
+    statistics.ParseFromString(handle.read())
+  found = {}
+  for dataset in statistics.datasets:
+    for feature in dataset.features:
+      if feature.HasField('num_stats'):
+        found[feature.path.step[-1] if feature.path.step else feature.name] = feature.num_stats
+  return found
+
+
+def integer_buckets(tf_transform_output: tft.TFTransformOutput, name: str, length: int,
+                    statistics: Dict[str, object]) -> Optional[int]:
   """Ids of an integer feature: its vocabulary or domain, else statistics' max + 1, else None."""
   schema = tf_transform_output.transformed_metadata.schema
   for feature in schema.feature:
@@ -39,19 +63,11 @@ def integer_buckets(tf_transform_output: tft.TFTransformOutput, name: str,
     return int(tf_transform_output.num_buckets_for_transformed_feature(name))
   except ValueError:
     pass
-  if statistics_uri:
-    from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=g-import-not-at-top
-    path = os.path.join(statistics_uri, 'Split-train', 'FeatureStats.pb')
-    if tf.io.gfile.exists(path):
-      statistics = statistics_pb2.DatasetFeatureStatisticsList()
-      with tf.io.gfile.GFile(path, 'rb') as handle:
-        statistics.ParseFromString(handle.read())
-      for dataset in statistics.datasets:
-        for feature in dataset.features:
-          feature_name = feature.path.step[-1] if feature.path.step else feature.name
-          if feature_name == name and feature.HasField('num_stats') and (
-              feature.num_stats.min >= 0):
-            return int(feature.num_stats.max) + 1
+  found = statistics.get(name)
+  # A sequence of integers is token ids whatever their range; one integer is a category only
+  # when its range is small.
+  if found is not None and found.min >= 0 and (length > 1 or found.max < MAX_STATISTICS_IDS):
+    return int(found.max) + 1
   return None
 
 
@@ -59,27 +75,22 @@ def feature_columns(tf_transform_output: tft.TFTransformOutput, label_key: str,
                     statistics_uri: Optional[str] = None):
   """(inputs by name, encoded columns, what each feature became) for every feature but the label."""
   inputs, columns, plan = {}, [], {}
+  statistics = numeric_statistics(statistics_uri)
   for name, spec in sorted(tf_transform_output.transformed_feature_spec().items()):
     if name == label_key:
       continue
+    # The student reads dense numbers and ids; it leaves out what it can not read, and says so.
     if not isinstance(spec, tf.io.FixedLenFeature):
-      raise ValueError(
-          f'Distiller (built-in student): transformed feature {name!r} is '
-          f'{type(spec).__name__} (sparse), but the built-in student takes dense inputs. Make '
-          'it dense in your preprocessing_fn (fill missing values), or give a module_file '
-          'whose build_student reads it.')
+      plan[name] = f'left out: {type(spec).__name__} (sparse); make it dense to use it'
+      continue
     if spec.dtype == tf.string:
-      raise ValueError(f'Distiller (built-in student): transformed feature {name!r} is a '
-                       'string; map it to ids in your preprocessing_fn '
-                       '(tft.compute_and_apply_vocabulary) or give a module_file.')
+      plan[name] = 'left out: a string with no vocabulary (tft.compute_and_apply_vocabulary)'
+      continue
     shape = tuple(spec.shape)
     length = int(shape[0]) if shape else 1
-    buckets = integer_buckets(tf_transform_output, name, statistics_uri) if (
+    buckets = integer_buckets(tf_transform_output, name, length, statistics) if (
         spec.dtype.is_integer) else None
-    # An integer with no known range is read as a number: the input takes float32 and
-    # every caller casts to it (shapes.conform).
-    tensor = tf_keras.Input(shape=shape, name=name,
-                            dtype=spec.dtype if buckets else tf.float32)
+    tensor = tf_keras.Input(shape=shape, name=name, dtype=spec.dtype)
     inputs[name] = tensor
     if buckets:
       dimension = int(min(MAX_EMBEDDING_DIM, max(2, round(buckets ** 0.25 * 2))))
@@ -95,12 +106,25 @@ def feature_columns(tf_transform_output: tft.TFTransformOutput, label_key: str,
         columns.append(tf_keras.layers.Flatten(name=f'{name}_flat')(embedded))
         plan[name] = f'{buckets} ids, embedded {dimension}'
     else:
+      # Scaled by the statistics' mean and spread when there are some (an integer such as a
+      # census tract would otherwise swamp the int8 range of everything it is joined with);
+      # the layer also casts integers to floats.
+      found = statistics.get(name)
+      mean = float(found.mean) if found is not None else 0.0
+      spread = float(found.std_dev) if found is not None and found.std_dev > 0 else 1.0
+      scaled = tf_keras.layers.Normalization(mean=mean, variance=spread ** 2, axis=None,
+                                             name=f'{name}_scaled')(tensor)
       columns.append(tf_keras.layers.Reshape((max(1, _elements(shape)),), name=f'{name}_flat')(
-          tensor))
+          scaled))
       plan[name] = 'number' if not shape or _elements(shape) == 1 else f'{_elements(shape)} numbers'
   if not inputs:
-    raise ValueError(f'Distiller (built-in student): the transform emits no feature besides '
-                     f'the label {label_key!r}.')
+    raise ValueError(f'Distiller (built-in student): the transform emits no dense numeric '
+                     f'feature besides the label {label_key!r}: {plan}. Give a module_file.')
+  left_out = {name: what for name, what in plan.items() if what.startswith('left out')}
+  if left_out:
+    progress.get_logger().warning('WARNING: Distiller (built-in student) leaves out %s',
+                                  '; '.join(f'{name} ({what[10:]})'
+                                            for name, what in left_out.items()))
   return inputs, columns, plan
 
 

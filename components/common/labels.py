@@ -101,14 +101,24 @@ def from_teacher_width(width: Optional[int]) -> Optional[ClassCount]:
   return ClassCount(2 if width == 1 else int(width), 'teacher', f'output width {width}')
 
 
+def statistics_file(statistics_uri: str, split: str = 'train') -> Optional[str]:
+  """The split's FeatureStats.pb, else the artifact's own (Transform's post_transform_stats
+  has no split folders), else None."""
+  for path in (os.path.join(statistics_uri, f'Split-{split}', 'FeatureStats.pb'),
+               os.path.join(statistics_uri, 'FeatureStats.pb')):
+    if tf.io.gfile.exists(path):
+      return path
+  return None
+
+
 def from_statistics(statistics_uri: Optional[str], label_key: str,
                     split: str = 'train') -> Optional[ClassCount]:
   """Classes from TFDV statistics of the transformed data (distinct values, else max + 1)."""
   if not statistics_uri:
     return None
   from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=g-import-not-at-top
-  path = os.path.join(statistics_uri, f'Split-{split}', 'FeatureStats.pb')
-  if not tf.io.gfile.exists(path):
+  path = statistics_file(statistics_uri, split)
+  if path is None:
     return None
   stats_list = statistics_pb2.DatasetFeatureStatisticsList()
   with tf.io.gfile.GFile(path, 'rb') as handle:

@@ -112,10 +112,13 @@ def conform_one(name: str, value, spec: InputSpec, who: str):
       value = tf.squeeze(value, -1)
     wanted = tf.as_dtype(spec.dtype if spec.dtype not in ('bytes', 'object') else 'string')
     if value.dtype != wanted:
-      if value.dtype == tf.string or wanted == tf.string:
+      if wanted == tf.string:
         raise FeatureShapeError(
             f'{who}: feature {name!r} is {value.dtype.name} in the examples but the model takes '
-            f'{spec.describe()}; strings and numbers do not cast into each other.')
+            f'{spec.describe()}; numbers are not read as strings.')
+      if value.dtype == tf.string:
+        # Numbers written as text (an empty column infers as one); checked on numpy first.
+        value = tf.strings.to_number(tf.where(tf.equal(value, ''), '0', value), tf.float64)
       value = tf.cast(value, wanted)
     return value
   array = np.asarray(value)
@@ -126,12 +129,34 @@ def conform_one(name: str, value, spec: InputSpec, who: str):
     array = array[..., 0]
   wanted = np.dtype(object if spec.dtype in ('bytes', 'object', 'string') else spec.dtype)
   if array.dtype != wanted:
-    if (array.dtype.kind in 'OSU') != (wanted.kind in 'OSU'):
+    if wanted.kind in 'OSU' and array.dtype.kind not in 'OSU':
       raise FeatureShapeError(
           f'{who}: feature {name!r} is {array.dtype.name} in the examples but the model takes '
-          f'{spec.describe()}; strings and numbers do not cast into each other.')
+          f'{spec.describe()}; numbers are not read as strings.')
+    if array.dtype.kind in 'OSU' and wanted.kind not in 'OSU':
+      array = _numbers_from_text(name, array, spec, who)
     array = array.astype(wanted)
   return array
+
+
+def _numbers_from_text(name: str, array: np.ndarray, spec: InputSpec, who: str) -> np.ndarray:
+  """Numbers written as text ('' read as 0, as an empty CSV column gives), else refused."""
+  texts = [item.decode() if isinstance(item, bytes) else str(item) for item in array.ravel()]
+  try:
+    return np.array([float(text) if text else 0.0 for text in texts]).reshape(array.shape)
+  except ValueError:
+    bad = next(text for text in texts if text and not _is_number(text))
+    raise FeatureShapeError(  # pylint: disable=raise-missing-from
+        f'{who}: feature {name!r} holds text such as {bad!r} in the examples but the model '
+        f'takes {spec.describe()}; only numbers written as text can be read as numbers.')
+
+
+def _is_number(text: str) -> bool:
+  try:
+    float(text)
+  except ValueError:
+    return False
+  return True
 
 
 def conform(features: Mapping[str, Any], specs: Mapping[str, InputSpec], who: str

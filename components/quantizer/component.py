@@ -48,7 +48,7 @@ class Quantizer(base_component.BaseComponent):
   op with no int8 kernel stays in float inside the model (named in the metrics
   with the int8 share of weights) unless `strict_int8` refuses it; a model
   with no int8 tensor is never written. The `quantized_model` output is one
-  self-contained folder: `model.tflite`, `transform_graph/` (a copy of the
+  self-contained folder: the flatbuffer `tflite`, `transform_graph/` (a copy of the
   transform), `serving.json` (label column, output kind, format) and
   `predict.py` (`TFLitePredictor`, which serves raw tf.Examples); it carries
   the custom properties `model_format: tflite` and `quantization: <mode>`. The metrics

@@ -45,7 +45,7 @@ def write_tflite_folder(output_dir: str, flatbuffer: bytes, serving: dict,
                         transform_graph_uri: str) -> None:
   """One self-contained serving folder, written whole or not at all.
 
-  `model.tflite`, a copy of the transform graph, `serving.json`, `predict.py`
+  the flatbuffer `tflite`, a copy of the transform graph, `serving.json`, `predict.py`
   and the `shapes.py` it reads: copied anywhere, it still answers raw
   serialized examples.
   """
@@ -66,7 +66,7 @@ def write_tflite_folder(output_dir: str, flatbuffer: bytes, serving: dict,
 
 
 class Executor(base_executor.BaseExecutor):
-  """Writes `model.tflite`, `serving.json` and `predict.py`; measures before and after."""
+  """Writes the flatbuffer `tflite`, `serving.json` and `predict.py`; measures before and after."""
 
   def Do(self, input_dict: Dict[str, List[types.Artifact]],
          output_dict: Dict[str, List[types.Artifact]],

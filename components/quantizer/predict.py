@@ -1,6 +1,7 @@
-"""Serves a Quantizer's TFLite model on raw tf.Examples (copied beside model.tflite).
+"""Serves a Quantizer's TFLite model on raw tf.Examples (copied beside the flatbuffer).
 
-The folder is self-contained: `model.tflite` reads transformed features, the
+The folder is self-contained: the flatbuffer `tflite` (the name TFX's TFLite
+rewriter gives it, and where TFMA's `model_type: tf_lite` looks) reads transformed features, the
 `transform_graph/` folder beside it turns raw examples into them, and
 `serving.json` is its manifest: the format and quantization mode, the model's input
 names, the class count and label vocabulary, the label column serving requests
@@ -9,7 +10,7 @@ lack, and what the model emits. Copy the folder anywhere and it still serves.
 Example:
 
   import tfx_distillery
-  predictor = tfx_distillery.load_tflite('/path/to/model')  # the folder with model.tflite
+  predictor = tfx_distillery.load_tflite('/path/to/model')  # the folder with the flatbuffer
   outputs = predictor.predict_raw([serialized_example, ...])
   outputs['classes']   # class indices; outputs['labels'] gives the raw label values
 """
@@ -26,7 +27,8 @@ except ImportError:  # A copied folder, outside the package: its own copy beside
   import shapes  # pylint: disable=g-import-not-at-top
 
 MODEL_FORMAT = 'tflite'
-MODEL_FILE_NAME = 'model.tflite'
+# TFX's TFLiteRewriter and TFMA's TFLite evaluation both read Format-Serving/tflite.
+MODEL_FILE_NAME = 'tflite'
 SERVING_FILE_NAME = 'serving.json'
 SIGNATURE = 'serving_default'
 TRANSFORM_GRAPH_FOLDER = 'transform_graph'
@@ -62,10 +64,12 @@ class TFLitePredictor:
 
   def __init__(self, model_dir: str, num_threads: int = 1):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    with tf.io.gfile.GFile(os.path.join(model_dir, MODEL_FILE_NAME), 'rb') as handle:
-      self.model_content = handle.read()
     with tf.io.gfile.GFile(os.path.join(model_dir, SERVING_FILE_NAME)) as handle:
       self.serving = json.load(handle)
+    # The manifest names the flatbuffer (folders before 0.1 called it model.tflite).
+    model_file = self.serving.get('model_file', MODEL_FILE_NAME)
+    with tf.io.gfile.GFile(os.path.join(model_dir, model_file), 'rb') as handle:
+      self.model_content = handle.read()
     self.interpreter = tf.lite.Interpreter(model_content=self.model_content,
                                            num_threads=num_threads)
     self.interpreter.allocate_tensors()
@@ -142,11 +146,11 @@ class TFLitePredictor:
 def load_tflite(model_dir: str, num_threads: int = 1) -> TFLitePredictor:
   """Loads a pushed (or Quantizer-written) TFLite folder that answers raw tf.Examples.
 
-  The folder needs nothing outside itself: `model.tflite`, the `transform_graph/`
+  The folder needs nothing outside itself: the flatbuffer `tflite`, the `transform_graph/`
   it reads through, and `serving.json` (format, inputs, label vocabulary).
 
   Args:
-    model_dir: The folder holding `model.tflite`, wherever it was copied to.
+    model_dir: The folder holding the flatbuffer, wherever it was copied to.
     num_threads: Interpreter threads.
 
   Returns:
@@ -156,10 +160,15 @@ def load_tflite(model_dir: str, num_threads: int = 1) -> TFLitePredictor:
     FileNotFoundError: naming the file the folder lacks.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  for name in (MODEL_FILE_NAME, SERVING_FILE_NAME):
+  manifest = os.path.join(model_dir, SERVING_FILE_NAME)
+  names = [SERVING_FILE_NAME]
+  if tf.io.gfile.exists(manifest):
+    with tf.io.gfile.GFile(manifest) as handle:
+      names.append(json.load(handle).get('model_file', MODEL_FILE_NAME))
+  for name in names:
     path = os.path.join(model_dir, name)
     if not tf.io.gfile.exists(path):
       raise FileNotFoundError(f'{path} is missing: load_tflite needs a folder written by the '
-                              f'Quantizer (model.tflite, {SERVING_FILE_NAME}, '
+                              f'Quantizer ({MODEL_FILE_NAME}, {SERVING_FILE_NAME}, '
                               f'{TRANSFORM_GRAPH_FOLDER}/).')
   return TFLitePredictor(model_dir, num_threads=num_threads)

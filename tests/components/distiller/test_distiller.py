@@ -170,6 +170,14 @@ def test_outputs_are_model_model_run_and_metrics():
     ({'label_key': ''}, 'label_key must name the transformed label feature'),
     ({'num_classes': 1}, 'num_classes must be an integer >= 2 or None'),
     ({'label_column': None}, 'label_column must name the raw label column'),
+    ({'module_file': ''}, 'or be None for the built-in student'),
+    ({'student_hidden_units': [8]}, 'size the built-in student'),
+    ({'module_file': None, 'student_hidden_units': [0]}, 'student_hidden_units must be'),
+    ({'module_file': None, 'student_hidden_units': 'wide'}, 'student_hidden_units must be'),
+    ({'module_file': None, 'student_parameter_share': 1.5},
+     r'student_parameter_share must be a number in \(0, 1\]'),
+    ({'module_file': None, 'student_parameter_share': 0.1, 'student_hidden_units': [4]},
+     'not both'),
 ])
 def test_bad_arguments_fail_at_construction_naming_the_parameter(overrides, message):
   with pytest.raises(ValueError, match=message):
@@ -183,3 +191,25 @@ def test_a_single_class_label_is_refused_before_training_naming_the_key(teacher,
   with pytest.raises(ValueError, match=r"label_key 'label' has 1 class.*at least two"):
     run_distiller(single, [teacher], str(tmp_path))
   assert not list(tmp_path.glob('*/model/Format-Serving'))  # Nothing trained or exported.
+
+
+def test_without_a_module_file_the_builtin_student_is_built_sized_and_recorded(
+    data, teacher, tmp_path):
+  model_uri, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
+                                     train_baseline=False, student_hidden_units=(4,))
+  student = tf_keras.models.load_model(os.path.join(model_uri, 'Format-Serving'))
+  assert metrics['student']['hidden_units'] == [4]
+  assert metrics['student']['features'] == {'colour_xf': '4 ids, embedded 2',
+                                            'x1_xf': 'number', 'x2_xf': 'number'}
+  assert metrics['student_parameters'] == student.count_params()
+  assert metrics['student_accuracy'] > metrics['majority_accuracy'] + 0.1
+  outputs = serve(model_uri, data[2][:10])
+  assert outputs['logits'].shape == (10, 1)
+
+
+def test_the_builtin_student_takes_a_share_of_the_teachers_parameters(data, teacher, tmp_path):
+  _, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
+                             train_baseline=False, train_steps=8, student_parameter_share=0.2)
+  assert metrics['student_param_ratio'] <= 0.2
+  widths = metrics['student']['hidden_units']
+  assert len(widths) == 1 and widths[0] >= 2

@@ -45,9 +45,9 @@ def test_full_integer_tensors_really_are_int8_and_it_serves_raw_examples(
     data, teacher, tmp_path):
   model_dir, metrics = run_quantizer(data, teacher, str(tmp_path), 'full_integer',
                                      io_type='int8')
-  assert sorted(os.listdir(model_dir)) == ['model.tflite', 'predict.py', 'serving.json', 'shapes.py',
+  assert sorted(os.listdir(model_dir)) == ['predict.py', 'serving.json', 'shapes.py', 'tflite',
                                            'transform_graph']
-  interpreter = tf.lite.Interpreter(model_path=os.path.join(model_dir, 'model.tflite'))
+  interpreter = tf.lite.Interpreter(model_path=os.path.join(model_dir, predict.MODEL_FILE_NAME))
   dtypes = {np.dtype(detail['dtype']).name for detail in interpreter.get_tensor_details()}
   assert 'float32' not in dtypes and 'int8' in dtypes
   for detail in interpreter.get_input_details():
@@ -95,7 +95,7 @@ def test_qat_with_preserve_sparsity_keeps_a_pruned_model_sparse_in_int8(
   model_dir, metrics = run_quantizer(data, pruned, str(tmp_path), 'qat', preserve_sparsity=1,
                                      io_type='int8')
   assert 'float32' not in metrics['tensor_dtypes']
-  interpreter = tf.lite.Interpreter(model_path=os.path.join(model_dir, 'model.tflite'))
+  interpreter = tf.lite.Interpreter(model_path=os.path.join(model_dir, predict.MODEL_FILE_NAME))
   interpreter.allocate_tensors()
   kernels = []
   for detail in interpreter.get_tensor_details():

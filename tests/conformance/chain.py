@@ -1,0 +1,74 @@
+"""TFX's own example pipelines as their `*_pipeline_*.py` files build them, our chain after.
+
+Each builder takes TFX's components exactly as the example wires them (its
+ExampleGen, SchemaGen settings, module file unchanged, Transform and Trainer),
+with fewer steps, and appends Distiller (built-in student) -> Pruner ->
+Quantizer(full_integer) -> AccuracyGate (raw examples) -> AtomicPusher.
+"""
+
+import os
+from typing import List, Sequence
+
+import tfx as tfx_package
+from tfx import v1 as tfx
+
+from tfx_distillery import AccuracyGate, AtomicPusher, Distiller, Pruner, Quantizer
+
+TFX_ROOT = os.path.dirname(tfx_package.__file__)
+CHAIN = ('Distiller', 'Pruner', 'Quantizer', 'AccuracyGate', 'AtomicPusher')
+
+
+def stock_front(example_gen, module_file: str, train_steps: int, eval_steps: int):
+  """StatisticsGen, SchemaGen(infer_feature_shape=True), Transform and Trainer, as TFX wires them."""
+  statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
+  schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'],
+                                        infer_feature_shape=True)
+  transform = tfx.components.Transform(examples=example_gen.outputs['examples'],
+                                       schema=schema_gen.outputs['schema'],
+                                       module_file=module_file)
+  trainer = tfx.components.Trainer(module_file=module_file,
+                                   examples=transform.outputs['transformed_examples'],
+                                   transform_graph=transform.outputs['transform_graph'],
+                                   schema=schema_gen.outputs['schema'],
+                                   train_args=tfx.proto.TrainArgs(num_steps=train_steps),
+                                   eval_args=tfx.proto.EvalArgs(num_steps=eval_steps))
+  return [example_gen, statistics_gen, schema_gen, transform, trainer]
+
+
+def our_chain(example_gen, transform, trainer, label_key: str, label_column: str,
+              serving_dir: str, student_steps: int = 200, **distiller_arguments) -> List:
+  """Distiller -> Pruner -> Quantizer -> AccuracyGate -> AtomicPusher after a stock Trainer."""
+  label = {'label_key': label_key, 'label_column': label_column}
+  data = {'examples': transform.outputs['transformed_examples'],
+          'transform_graph': transform.outputs['transform_graph']}
+  distiller = Distiller(teacher_model=trainer.outputs['model'],
+                        statistics=transform.outputs['post_transform_stats'],
+                        train_args=tfx.proto.TrainArgs(num_steps=student_steps),
+                        eval_args=tfx.proto.EvalArgs(num_steps=5),
+                        **distiller_arguments, **data, **label)
+  pruner = Pruner(model=distiller.outputs['model'], baseline_model=trainer.outputs['model'],
+                  max_accuracy_drop=1.0, sparsities=(0.5,),
+                  train_args=tfx.proto.TrainArgs(num_steps=20),
+                  eval_args=tfx.proto.EvalArgs(num_steps=5), **data, **label)
+  quantizer = Quantizer(model=pruner.outputs['pruned_model'], mode='full_integer',
+                        representative_samples=32, latency_runs=5, **data, **label)
+  gate = AccuracyGate(examples=example_gen.outputs['examples'],
+                      transform_graph=transform.outputs['transform_graph'],
+                      baseline_model=trainer.outputs['model'],
+                      candidate_models=[distiller.outputs['model'],
+                                        pruner.outputs['pruned_model'],
+                                        quantizer.outputs['quantized_model']],
+                      candidate_names=['student', 'pruned', 'int8'],
+                      max_accuracy_drop=1.0, latency_runs=5, **label)
+  pusher = AtomicPusher(model=gate.outputs['model'], model_blessing=gate.outputs['blessing'],
+                        push_destination=tfx.proto.PushDestination(
+                            filesystem=tfx.proto.PushDestination.Filesystem(
+                                base_directory=serving_dir)))
+  return [distiller, pruner, quantizer, gate, pusher]
+
+
+def pipeline(name: str, root: str, components: Sequence) -> tfx.dsl.Pipeline:
+  return tfx.dsl.Pipeline(
+      pipeline_name=name, pipeline_root=os.path.join(root, 'runs'), components=list(components),
+      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+          os.path.join(root, 'metadata.sqlite')))

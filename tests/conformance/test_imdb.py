@@ -1,0 +1,71 @@
+"""TFX's imdb example (text: 400 padded token ids, a bidirectional-LSTM teacher saved by
+tf.saved_model.save), unchanged, with our chain after its Trainer.
+
+Its 100 reviews make accuracy meaningless: this checks that every stage runs to the gate's
+decision, that the built-in student embeds and averages the token sequence, and that the int8
+model holds int8 tensors.
+"""
+
+import json
+import os
+
+import pytest
+from ml_metadata.proto import metadata_store_pb2
+from tfx import v1 as tfx
+
+from tfx_distillery.components.quantizer import conversion
+from tfx_distillery.components.quantizer import predict
+from tfx_distillery.pipelines import summary
+from tests import helpers
+from tests.conformance import chain
+
+IMDB = os.path.join(chain.TFX_ROOT, 'examples', 'imdb')
+NAME = 'imdb-distilled'
+
+
+@pytest.fixture(scope='module')
+def run(tmp_path_factory):
+  root = str(tmp_path_factory.mktemp('imdb'))
+  module_file = os.path.join(IMDB, 'imdb_utils_native_keras.py')
+  # As imdb_pipeline_native_keras.py builds it: a 9:1 hash split.
+  example_gen = tfx.components.CsvExampleGen(
+      input_base=os.path.join(IMDB, 'data'),
+      output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
+          tfx.proto.SplitConfig.Split(name='train', hash_buckets=9),
+          tfx.proto.SplitConfig.Split(name='eval', hash_buckets=1)])))
+  front = chain.stock_front(example_gen, module_file, train_steps=10, eval_steps=2)
+  _, _, _, transform, trainer = front
+  ours = chain.our_chain(example_gen, transform, trainer, 'label_xf', 'label',
+                         os.path.join(root, 'serving'), student_steps=40)
+  tfx.orchestration.LocalDagRunner().run(chain.pipeline(NAME, root, front + ours))
+  return root
+
+
+def output_uri(root, node, type_name):
+  store = summary.open_store(os.path.join(root, 'metadata.sqlite'))
+  return [artifact for artifact in summary.pipeline_artifacts(store, NAME, type_name)
+          if summary.producer_node(store, artifact) == node][-1].uri
+
+
+def test_every_stage_runs_to_the_gates_decision(run):
+  by_node = helpers.executions_by_node(os.path.join(run, 'metadata.sqlite'))
+  assert set(chain.CHAIN) <= set(by_node)
+  for node, executions in by_node.items():
+    assert executions[-1].last_known_state == metadata_store_pb2.Execution.COMPLETE, node
+  decision = summary.summarize_run(os.path.join(run, 'metadata.sqlite'), NAME).gate_decision
+  assert decision['split'] == 'eval' and 'blessed' in decision
+
+
+def test_the_builtin_student_embeds_and_averages_the_token_sequence(run):
+  with open(os.path.join(output_uri(run, 'Distiller', 'distillery.ModelMetrics'),
+                         'metrics.json')) as handle:
+    metrics = json.load(handle)
+  assert metrics['teacher_formats'] == ['saved_model']
+  assert 'sequence of 400 ids' in metrics['student']['features']['text_xf_input']
+  assert 0 < metrics['student_param_ratio'] < 1
+
+
+def test_the_int8_model_holds_int8_tensors(run):
+  folder = os.path.join(output_uri(run, 'Quantizer', 'Model'), 'Format-Serving')
+  with open(os.path.join(folder, predict.MODEL_FILE_NAME), 'rb') as handle:
+    assert conversion.tensor_dtypes(handle.read()).get('int8', 0) > 0
