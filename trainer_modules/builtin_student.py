@@ -101,7 +101,8 @@ def feature_columns(tf_transform_output: tft.TFTransformOutput, label_key: str,
       embedded = tf_keras.layers.Embedding(buckets, dimension, name=f'{name}_embedding')(ids)
       if len(shape) == 1 and length > 1:
         columns.append(tf_keras.layers.GlobalAveragePooling1D(name=f'{name}_pool')(embedded))
-        plan[name] = f'sequence of {length} ids, {buckets} buckets, embedded {dimension} and averaged'
+        plan[name] = (f'sequence of {length} ids, {buckets} buckets, embedded {dimension} '
+                      'and averaged')
       else:
         columns.append(tf_keras.layers.Flatten(name=f'{name}_flat')(embedded))
         plan[name] = f'{buckets} ids, embedded {dimension}'

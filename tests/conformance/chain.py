@@ -13,13 +13,14 @@ import tfx as tfx_package
 from tfx import v1 as tfx
 
 from tfx_distillery import AccuracyGate, AtomicPusher, Distiller, Pruner, Quantizer
+from tfx_distillery.pipelines import summary
 
 TFX_ROOT = os.path.dirname(tfx_package.__file__)
 CHAIN = ('Distiller', 'Pruner', 'Quantizer', 'AccuracyGate', 'AtomicPusher')
 
 
 def stock_front(example_gen, module_file: str, train_steps: int, eval_steps: int):
-  """StatisticsGen, SchemaGen(infer_feature_shape=True), Transform and Trainer, as TFX wires them."""
+  """StatisticsGen, SchemaGen(infer_feature_shape=True), Transform, Trainer, as TFX wires them."""
   statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
   schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'],
                                         infer_feature_shape=True)
@@ -72,3 +73,10 @@ def pipeline(name: str, root: str, components: Sequence) -> tfx.dsl.Pipeline:
       pipeline_name=name, pipeline_root=os.path.join(root, 'runs'), components=list(components),
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           os.path.join(root, 'metadata.sqlite')))
+
+
+def output_uri(root: str, pipeline_name: str, node: str, type_name: str) -> str:
+  """The latest artifact of `type_name` that `node` wrote in the pipeline run under `root`."""
+  store = summary.open_store(os.path.join(root, 'metadata.sqlite'))
+  return [artifact for artifact in summary.pipeline_artifacts(store, pipeline_name, type_name)
+          if summary.producer_node(store, artifact) == node][-1].uri

@@ -41,12 +41,6 @@ def run(tmp_path_factory):
   return root
 
 
-def output_uri(root, node, type_name):
-  store = summary.open_store(os.path.join(root, 'metadata.sqlite'))
-  return [artifact for artifact in summary.pipeline_artifacts(store, NAME, type_name)
-          if summary.producer_node(store, artifact) == node][-1].uri
-
-
 def test_every_stage_runs_to_the_gates_decision(run):
   by_node = helpers.executions_by_node(os.path.join(run, 'metadata.sqlite'))
   assert set(chain.CHAIN) <= set(by_node)
@@ -57,7 +51,7 @@ def test_every_stage_runs_to_the_gates_decision(run):
 
 
 def test_the_builtin_student_embeds_and_averages_the_token_sequence(run):
-  with open(os.path.join(output_uri(run, 'Distiller', 'distillery.ModelMetrics'),
+  with open(os.path.join(chain.output_uri(run, NAME, 'Distiller', 'distillery.ModelMetrics'),
                          'metrics.json')) as handle:
     metrics = json.load(handle)
   assert metrics['teacher_formats'] == ['saved_model']
@@ -66,6 +60,6 @@ def test_the_builtin_student_embeds_and_averages_the_token_sequence(run):
 
 
 def test_the_int8_model_holds_int8_tensors(run):
-  folder = os.path.join(output_uri(run, 'Quantizer', 'Model'), 'Format-Serving')
+  folder = os.path.join(chain.output_uri(run, NAME, 'Quantizer', 'Model'), 'Format-Serving')
   with open(os.path.join(folder, predict.MODEL_FILE_NAME), 'rb') as handle:
     assert conversion.tensor_dtypes(handle.read()).get('int8', 0) > 0

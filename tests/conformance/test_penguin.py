@@ -41,12 +41,6 @@ def run(tmp_path_factory):
   return root
 
 
-def output_uri(root, node, type_name):
-  store = summary.open_store(os.path.join(root, 'metadata.sqlite'))
-  return [artifact for artifact in summary.pipeline_artifacts(store, NAME, type_name)
-          if summary.producer_node(store, artifact) == node][-1].uri
-
-
 def test_every_stock_and_own_component_completes(run):
   by_node = helpers.executions_by_node(os.path.join(run, 'metadata.sqlite'))
   assert {'Transform', 'Trainer', *chain.CHAIN} <= set(by_node)
@@ -55,7 +49,7 @@ def test_every_stock_and_own_component_completes(run):
 
 
 def test_the_stock_teacher_is_read_and_the_class_count_comes_from_its_width(run):
-  with open(os.path.join(output_uri(run, 'Distiller', 'distillery.ModelMetrics'),
+  with open(os.path.join(chain.output_uri(run, NAME, 'Distiller', 'distillery.ModelMetrics'),
                          'metrics.json')) as handle:
     metrics = json.load(handle)
   assert metrics['teacher_formats'] == ['saved_model']
@@ -70,7 +64,7 @@ def test_the_pushed_model_answers_raw_serialized_examples(run):
   pushed = run_summary.pushed_destination
   assert pushed.startswith(os.path.join(run, 'serving'))
   raw = evaluation.read_serialized_examples(os.path.join(
-      output_uri(run, 'ImportExampleGen', 'Examples'), 'Split-eval', '*'), limit=40)
+      chain.output_uri(run, NAME, 'ImportExampleGen', 'Examples'), 'Split-eval', '*'), limit=40)
   serving = [measuring.strip_feature(example, 'species') for example in raw]
   labels = np.array([tf.train.Example.FromString(example).features.feature['species']
                      .int64_list.value[0] for example in raw])
@@ -84,7 +78,7 @@ def test_the_pushed_model_answers_raw_serialized_examples(run):
 
 
 def test_the_int8_model_really_holds_int8_tensors(run):
-  folder = os.path.join(output_uri(run, 'Quantizer', 'Model'), 'Format-Serving')
+  folder = os.path.join(chain.output_uri(run, NAME, 'Quantizer', 'Model'), 'Format-Serving')
   with open(os.path.join(folder, predict.MODEL_FILE_NAME), 'rb') as handle:
     assert conversion.tensor_dtypes(handle.read()).get('int8', 0) > 0
   assert os.path.isdir(os.path.join(folder, predict.TRANSFORM_GRAPH_FOLDER))
