@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -205,3 +207,21 @@ def test_outputs_are_a_quantized_model_and_metrics():
 def test_bad_arguments_fail_at_construction_naming_the_parameter(overrides, message):
   with pytest.raises(ValueError, match=message):
     make(**overrides)
+
+
+def test_a_copied_folder_serves_with_its_own_predict_and_shapes_outside_the_package(
+    data, teacher, tmp_path):
+  model_dir, _ = run_quantizer(data, teacher, str(tmp_path), 'full_integer')
+  examples = raw_examples(data, 20)
+  expected = predict.load_tflite(model_dir).predict_raw(examples)['classes']
+  copy = tmp_path / 'copied'
+  quantizer_executor.copy_folder(model_dir, str(copy))
+  (tmp_path / 'examples.json').write_text(json.dumps([example.hex() for example in examples]))
+  # tfx_distillery is blocked: predict.py must find shapes.py beside it.
+  script = ('import json, sys; sys.modules["tfx_distillery"] = None; import predict; '
+            'examples = [bytes.fromhex(x) for x in json.load(open(sys.argv[1]))]; '
+            'print(json.dumps(predict.load_tflite(".").predict_raw(examples)["classes"].tolist()))')
+  result = subprocess.run([sys.executable, '-c', script, str(tmp_path / 'examples.json')],
+                          cwd=copy, capture_output=True, text=True, timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert json.loads(result.stdout.strip().splitlines()[-1]) == expected.tolist()
