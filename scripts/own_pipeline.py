@@ -62,4 +62,8 @@ def main() -> int:
 
 
 if __name__ == '__main__':
-  sys.exit(main())
+  exit_code = main()
+  sys.stdout.flush()
+  # Skips interpreter teardown, where TensorFlow's function finalizers print
+  # "Exception ignored" tracebacks about restored SavedModels.
+  os._exit(exit_code)  # pylint: disable=protected-access
