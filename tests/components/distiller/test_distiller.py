@@ -195,8 +195,10 @@ def test_a_single_class_label_is_refused_before_training_naming_the_key(teacher,
 
 def test_without_a_module_file_the_builtin_student_is_built_sized_and_recorded(
     data, teacher, tmp_path):
+  # 41 weights learn slowly: a longer budget than the module-file tests, so the floor holds.
   model_uri, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
-                                     train_baseline=False, student_hidden_units=(4,))
+                                     train_steps=160, train_baseline=False,
+                                     student_hidden_units=(4,))
   student = tf_keras.models.load_model(os.path.join(model_uri, 'Format-Serving'))
   assert metrics['student']['hidden_units'] == [4]
   assert metrics['student']['features'] == {'colour_xf': '4 ids, embedded 3',
