@@ -104,7 +104,13 @@ def main(argv: Optional[List[str]] = None) -> int:
   args = parser.parse_args(argv)
   if args.command == 'run':
     local_runner.check_arguments(parser, args)
-    return local_runner.run_with_exit_status(args)
+    status = local_runner.run_with_exit_status(args)
+    if status == local_runner.EXIT_INTERRUPTED:
+      # After Ctrl-C, Beam's and gRPC's threads may never end; exit without waiting on them.
+      sys.stdout.flush()
+      sys.stderr.flush()
+      os._exit(status)  # pylint: disable=protected-access
+    return status
   if args.command == 'compile':
     kubeflow_runner.check_arguments(parser, args)
     return compile_command(args)

@@ -115,32 +115,6 @@ def csv_files(data_root: str) -> List[str]:
       if name.endswith('.csv') and os.path.isfile(os.path.join(data_root, name)))
 
 
-def check_csv_folder(data_root: str, label_column: str) -> None:
-  """Checks that a folder holds CSV files that all have the label column.
-
-  Args:
-    data_root: Folder given as `--data`.
-    label_column: Column given as `--label`.
-
-  Raises:
-    ValueError: naming the folder or file and what is wrong with it.
-  """
-  if not os.path.isdir(data_root):
-    raise ValueError(f'--data: {data_root!r} is not a folder; give a folder of CSV files.')
-  files = csv_files(data_root)
-  if not files:
-    raise ValueError(f'--data: {data_root!r} holds no .csv files.')
-  for path in files:
-    with open(path, newline='') as handle:
-      header = next(csv.reader(handle), None)
-    if not header:
-      raise ValueError(f'{path}: the file is empty; expected a header row with column '
-                       f'{label_column!r}.')
-    if label_column not in header:
-      raise ValueError(f'{path}: has no label column {label_column!r}; its columns are '
-                       f'{", ".join(header)}.')
-
-
 def sample_csv(source_dir: str, output_dir: str, rows: int) -> str:
   """Copies the first `rows` data rows of each CSV in `source_dir` (tests and demos)."""
   os.makedirs(output_dir, exist_ok=True)
@@ -164,7 +138,7 @@ def resolve(name: str,
   Args:
     name: `taxi`, `digits` or `csv`.
     work_dir: Folder where generated data (digits) is written.
-    data: For `csv`, the folder of CSV files.
+    data: For `csv`, the folder of CSV files; `csv_preflight` checks what is in it.
     label: For `csv`, the label column.
     schema: For `csv`, an optional curated schema.pbtxt.
 
@@ -187,7 +161,8 @@ def resolve(name: str,
     if not data or not label:
       raise ValueError('--dataset csv needs --data DIR (a folder of CSV files) and '
                        '--label COLUMN (the label column).')
-    check_csv_folder(data, label)
+    if not os.path.isdir(data):
+      raise ValueError(f'--data: {data!r} is not a folder; give a folder of CSV files.')
     if schema is not None and not os.path.isfile(schema):
       raise ValueError(f'--schema: {schema!r} is not a file; give a schema.pbtxt, such as '
                        "the SchemaGen output of a good run.")

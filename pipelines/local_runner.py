@@ -15,7 +15,8 @@ Exit status:
   0  a model passed the gate and was pushed;
   1  the pipeline failed (a component raised; the lines above name it);
   2  bad input (arguments, data, label), refused before or during the run;
-  3  the run completed but no candidate passed the gate, so nothing was pushed.
+  3  the run completed but no candidate passed the gate, so nothing was pushed;
+  130  interrupted (Ctrl-C); finished components are reused by the next run.
 """
 
 import argparse
@@ -27,12 +28,14 @@ import logging
 import os
 import sys
 import time
+import traceback
 from typing import Any, Dict, Iterator, List, Optional
 
 # TensorFlow's C++ INFO/WARNING lines drown the progress lines; errors still show.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from tfx_distillery.components.common import progress  # pylint: disable=g-import-not-at-top
+from tfx_distillery.pipelines import csv_preflight
 from tfx_distillery.pipelines import datasets
 
 PIPELINE_NAME_PREFIX = 'distillery'
@@ -41,6 +44,7 @@ EXIT_PUSHED = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_NOTHING_PASSED = 3
+EXIT_INTERRUPTED = 130
 HOME_VARIABLE = 'DISTILLERY_HOME'
 # Written into the pipeline root, and pointed at from the home, for `distillery report`.
 RUN_RECORD_FILE_NAME = 'run.json'
@@ -57,23 +61,43 @@ def distillery_home() -> str:
   return os.path.join(data_home, 'tfx-distillery')
 
 
+# The component that was running when the run stopped, for the interrupt message.
+_running_node: Optional[str] = None
+
+
 class ComponentProgressHandler(logging.Handler):
-  """Turns LocalDagRunner's start/finish records into lines with wall time."""
+  """Turns LocalDagRunner's start/finish records into lines with wall time.
+
+  A component whose result comes from the cache says so: TFX's launcher logs "A cached
+  execution %d is used." between the node's start and finish (nodes run one at a time).
+  """
 
   def __init__(self):
     super().__init__(logging.INFO)
     self.started = {}
     self.wall_seconds = {}
+    self.cached = []
+    self._running = None
 
   def emit(self, record):
+    global _running_node
     if record.msg == 'Component %s is running.':
       node_id = record.args[0]
       self.started[node_id] = time.monotonic()
+      self._running = _running_node = node_id
       progress.get_logger().info('%s: started', node_id)
+    elif record.msg == 'A cached execution %d is used.' and self._running:
+      self.cached.append(self._running)
     elif record.msg == 'Component %s is finished.':
       node_id = record.args[0]
       self.wall_seconds[node_id] = time.monotonic() - self.started.get(node_id, time.monotonic())
-      progress.get_logger().info('%s: finished in %.1f s', node_id, self.wall_seconds[node_id])
+      _running_node = None
+      if node_id in self.cached:
+        progress.get_logger().info('%s: reused from the cache (%.1f s)', node_id,
+                                   self.wall_seconds[node_id])
+      else:
+        progress.get_logger().info('%s: finished in %.1f s', node_id,
+                                   self.wall_seconds[node_id])
 
 
 @contextlib.contextmanager
@@ -283,15 +307,46 @@ def run_folder_name(args: argparse.Namespace) -> str:
                            for character in name) or 'data')
 
 
+def pipeline_root_of(args: argparse.Namespace) -> str:
+  return os.path.abspath(args.pipeline_root or
+                         os.path.join(distillery_home(), 'runs', run_folder_name(args)))
+
+
+def report_preflight(preflight: csv_preflight.Preflight) -> None:
+  """One console line per file: its rows and what was handled; refusals raise."""
+  logger = progress.get_logger()
+  for name in preflight.ignored:
+    logger.warning('data: %s is not .csv or .csv.gz; ExampleGen will not read it.', name)
+  for verdict in preflight.verdicts:
+    if verdict.status == csv_preflight.RUNS:
+      logger.info('data: %s: %d rows%s', os.path.basename(verdict.path), verdict.rows,
+                  f' ({"; ".join(verdict.notes)})' if verdict.notes else '')
+  preflight.raise_if_refused()
+
+
+def stage_csv(preflight: csv_preflight.Preflight, pipeline_root: str) -> str:
+  """Writes the checked rows under the pipeline root; says how the inputs changed."""
+  staging_root = os.path.join(pipeline_root, 'inputs')
+  changes = csv_preflight.changed_inputs(preflight, staging_root)
+  if changes:
+    progress.get_logger().info('data: inputs changed since the last run (%s); ExampleGen '
+                               'reads them again.', ', '.join(changes))
+  elif changes is not None:
+    progress.get_logger().info('data: inputs unchanged since the last run.')
+  return csv_preflight.stage(preflight, staging_root)
+
+
 def execute(args: argparse.Namespace) -> RunResult:
   """Builds and runs the pipeline; writes the report into the pipeline root."""
+  preflight = None
   if args.dataset == 'csv':
-    # Checked before anything is created, so a typo costs nothing.
+    # Checked before anything is created, so a typo or a bad file costs nothing.
     datasets.resolve('csv', '', args.data, args.label, args.schema)
+    preflight = csv_preflight.preflight_csv(args.data, args.label)
+    report_preflight(preflight)
   run_name = run_folder_name(args)
   pipeline_name = f'{PIPELINE_NAME_PREFIX}-{run_name}'
-  pipeline_root = os.path.abspath(args.pipeline_root or
-                                  os.path.join(distillery_home(), 'runs', run_name))
+  pipeline_root = pipeline_root_of(args)
   serving_dir = os.path.abspath(args.serving_dir or
                                 os.path.join(distillery_home(), 'serving', run_name))
   metadata_path = os.path.join(pipeline_root, 'metadata.sqlite')
@@ -310,6 +365,9 @@ def execute(args: argparse.Namespace) -> RunResult:
     from tfx_distillery.pipelines import summary  # pylint: disable=g-import-not-at-top
 
     dataset = datasets.resolve(args.dataset, pipeline_root, args.data, args.label, args.schema)
+    if preflight is not None:
+      # ExampleGen reads the checked copy: plain UTF-8, NaN read as empty, labels present.
+      dataset = dataclasses.replace(dataset, data_root=stage_csv(preflight, pipeline_root))
     logger.info('data: %s (label column %r)', dataset.data_root, dataset.label_column)
     start = time.monotonic()
     tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
@@ -333,6 +391,8 @@ def execute(args: argparse.Namespace) -> RunResult:
         schema_path=dataset.schema_file))
     wall_seconds = time.monotonic() - start
     logger.info('pipeline %s: finished in %.1f s', pipeline_name, wall_seconds)
+    if component_progress.cached:
+      logger.info('reused from the cache: %s', ', '.join(component_progress.cached))
     run_summary = summary.summarize_run(metadata_path, pipeline_name)
     report_path = None
     if run_summary.gate_decision is not None:
@@ -359,15 +419,35 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def run_with_exit_status(args: argparse.Namespace) -> int:
-  """Runs the pipeline; a refused input or a failed component becomes an exit status."""
+  """Runs the pipeline; a refused input, a failure or Ctrl-C becomes an exit status.
+
+  The console gets one message, never a Python traceback; an unexpected error's
+  traceback goes to the run's log file, which the message names.
+  """
   try:
     return run(args)
+  except KeyboardInterrupt:
+    where = f' during {_running_node}' if _running_node else ''
+    print(f'\ninterrupted{where}: nothing was pushed. The next run reuses every component '
+          'that finished, from the cache.', file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
   except (ValueError, FileNotFoundError) as error:
     print(f'error: {error}', file=sys.stderr)
     return EXIT_BAD_INPUT
   except RuntimeError as error:
     print(f'error: the pipeline failed: {error}\nThe lines above name the component that '
           'failed; fix its input and rerun (finished components are taken from the cache).',
+          file=sys.stderr)
+    return EXIT_FAILED
+  except Exception as error:  # pylint: disable=broad-except
+    log_path = os.path.join(pipeline_root_of(args), 'pipeline.log')
+    try:
+      with open(log_path, 'a') as handle:
+        traceback.print_exc(file=handle)
+    except OSError:
+      log_path = 'nowhere (the log file could not be written)'
+    print(f'error: the pipeline failed{f" in {_running_node}" if _running_node else ""}: '
+          f'{type(error).__name__}: {error}\nThe traceback is in {log_path}.',
           file=sys.stderr)
     return EXIT_FAILED
 

@@ -4,6 +4,7 @@ Module files (taxi_*, digits_*, tabular_*) import this; nothing here is copied.
 Every model outputs logits: one for a binary label, one per class otherwise.
 """
 
+import re
 from typing import Callable, Dict, Optional
 
 import tensorflow as tf
@@ -25,8 +26,30 @@ ModelBuilder = Callable[[tft.TFTransformOutput, Optional[dict]], tf_keras.Model]
 
 
 def transformed_name(key: str) -> str:
-  """Name of the transformed feature made from raw column `key`."""
-  return f'{key}_xf'
+  """Name of the transformed feature made from raw column `key`.
+
+  TensorFlow names layers and signature inputs after features, and takes only
+  `[A-Za-z0-9_.-]` there: a CSV column such as `bill length` becomes `bill_length_xf`.
+  The raw column keeps its name, so serving requests use the CSV header as it is.
+  """
+  name = re.sub(r'[^A-Za-z0-9_.-]', '_', key)
+  if not re.match(r'[A-Za-z0-9.]', name):
+    name = 'f' + name
+  return f'{name}_xf'
+
+
+def transformed_names(keys) -> dict:
+  """{raw column: transformed name}; raises ValueError when two columns get one name."""
+  names = {}
+  for key in sorted(keys):
+    name = transformed_name(key)
+    for other, taken in names.items():
+      if taken == name:
+        raise ValueError(f'columns {other!r} and {key!r} both become the feature {name!r} '
+                         '(TensorFlow names take letters, digits, "_", "." and "-" only); '
+                         'rename one of them.')
+    names[key] = name
+  return names
 
 
 def fill_in_missing(tensor, default_value=None):

@@ -29,15 +29,16 @@ def preprocessing_fn(inputs, custom_config):
     raise ValueError(f'label_column {label_column!r} is not a column of the data; columns '
                      f'are {sorted(inputs)}.')
   outputs = {}
-  for key, tensor in sorted(inputs.items()):
-    if key == label_column:
-      continue
-    values = base.fill_in_missing(tensor)
+  names = base.transformed_names(key for key in inputs if key != label_column)
+  for key, name in names.items():
+    values = base.fill_in_missing(inputs[key])
     if values.dtype == tf.string:
-      outputs[base.transformed_name(key)] = tft.compute_and_apply_vocabulary(
-          values, top_k=VOCABULARY_SIZE, num_oov_buckets=OOV_BUCKETS, vocab_filename=key)
+      # The vocabulary file is named like the feature: a file name needs no spaces either.
+      outputs[name] = tft.compute_and_apply_vocabulary(
+          values, top_k=VOCABULARY_SIZE, num_oov_buckets=OOV_BUCKETS,
+          vocab_filename=name[:-len('_xf')])
     else:
-      outputs[base.transformed_name(key)] = tft.scale_to_z_score(tf.cast(values, tf.float32))
+      outputs[name] = tft.scale_to_z_score(tf.cast(values, tf.float32))
   label = base.fill_in_missing(inputs[label_column])
   if label.dtype != tf.string:
     label = tf.strings.as_string(label)

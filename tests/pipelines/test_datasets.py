@@ -47,29 +47,6 @@ def test_unknown_dataset_name_lists_the_choices(tmp_path):
     datasets.resolve('mnist', str(tmp_path))
 
 
-def test_csv_folder_without_the_label_column_names_file_and_column(tmp_path):
-  (tmp_path / 'a.csv').write_text('x,y\n1,2\n')
-  with pytest.raises(ValueError, match=r"a\.csv: has no label column 'species'"):
-    datasets.check_csv_folder(str(tmp_path), 'species')
-
-
-def test_empty_csv_file_is_reported_by_name(tmp_path):
-  (tmp_path / 'empty.csv').write_text('')
-  with pytest.raises(ValueError, match=r'empty\.csv: the file is empty'):
-    datasets.check_csv_folder(str(tmp_path), 'label')
-
-
-def test_folder_without_csv_files_is_rejected(tmp_path):
-  (tmp_path / 'notes.txt').write_text('hello')
-  with pytest.raises(ValueError, match='holds no .csv files'):
-    datasets.check_csv_folder(str(tmp_path), 'label')
-
-
-def test_missing_folder_is_rejected(tmp_path):
-  with pytest.raises(ValueError, match='is not a folder'):
-    datasets.check_csv_folder(str(tmp_path / 'nowhere'), 'label')
-
-
 def test_sample_keeps_the_header_and_the_first_rows(tmp_path):
   source = tmp_path / 'source'
   source.mkdir()
