@@ -201,9 +201,15 @@ def _read_rows(text: str, label_column: str,
       if not row or all(not value.strip() for value in row) and len(row) == 1:
         continue  # A blank line.
       if len(row) != len(header):
-        verdict.refuse(f'the row has {len(row)} fields but the header has {len(header)} (a '
-                       'missing or extra comma, or a comma inside an unquoted value); fix '
-                       'the row, or quote the value.', line=reader.line_num)
+        if len(row) > len(header):
+          what, column = (f'field {len(header) + 1} ({row[len(header)]!r}) has no column',
+                          None)
+        else:
+          what, column = 'the row ends before this column', header[len(row)]
+        verdict.refuse(f'the row has {len(row)} fields but the header has {len(header)}: '
+                       f'{what} (a missing or extra comma, or a comma inside an unquoted '
+                       'value); fix the row, or quote the value.', line=reader.line_num,
+                       column=column)
         return None
       rows.append(row)
   except csv.Error as error:
@@ -292,7 +298,7 @@ def preflight_csv(data_root: str, label_column: str) -> Preflight:
           name for name in first_header if name not in header]
       verdict.refuse(
           f'its header differs from that of {os.path.basename(first_path)} '
-          + (f'(columns {", ".join(map(repr, differences))} are in one only)' if differences
+          + (f'({", ".join(map(repr, differences))} in one file only)' if differences
              else '(the same columns in another order)')
           + '; every file of the folder needs the same header.', line=1,
           column=differences[0] if differences else None)

@@ -30,6 +30,7 @@ _EXPORTS = {
     'TFLitePredictor': 'tfx_distillery.components.quantizer.predict',
     'load_tflite': 'tfx_distillery.components.quantizer.predict',
     'create_pipeline': 'tfx_distillery.pipelines.pipeline',
+    'preflight_csv': 'tfx_distillery.pipelines.csv_preflight',
     'strategy_for': 'tfx_distillery.components.common.strategy',
     'backup_dir': 'tfx_distillery.components.common.strategy',
 }

@@ -104,7 +104,7 @@ def test_a_push_killed_mid_copy_leaves_no_version_and_the_next_push_is_whole(tmp
   assert output_dict['pushed_model'][0].get_string_custom_property(
       'pushed_destination') == pushed
   # The abandoned staging folder of the killed push is gone too.
-  assert os.listdir(os.path.join(serving_dir, pusher_executor.STAGING_DIR_NAME)) == []
+  assert not os.path.exists(os.path.join(serving_dir, pusher_executor.STAGING_DIR_NAME))
 
 
 def test_the_stock_pusher_killed_mid_copy_leaves_a_half_written_version(tmp_path, model_dir):

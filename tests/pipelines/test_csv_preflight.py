@@ -1,0 +1,118 @@
+"""The CSV preflight: a verdict for every file of 130 generated messy folders, the copy
+ExampleGen reads, and the catalogue in docs/bad-data-and-faults.md."""
+
+import csv
+import os
+import re
+
+import pytest
+
+from tests.reliability import messy_csv
+from tfx_distillery.pipelines import csv_preflight
+
+CASES = messy_csv.cases(130)
+DOCUMENT = os.path.join(os.path.dirname(__file__), '..', '..', 'docs', 'bad-data-and-faults.md')
+
+
+def test_the_generated_cases_cover_every_kind_mixed():
+  assert len(CASES) >= 100
+  seen = {kind for case in CASES for kind in case.kinds}
+  assert seen == set(messy_csv.KINDS)
+  assert sum(case.refused for case in CASES) >= 40
+  assert sum(not case.refused for case in CASES) >= 40
+  assert sum(len(case.kinds) >= 3 for case in CASES) >= 40
+
+
+@pytest.mark.parametrize('case', CASES, ids=lambda case: '+'.join(case.kinds))
+def test_each_folder_runs_or_is_refused_naming_file_line_and_column(case, tmp_path):
+  folder = case.write(tmp_path / 'data')
+  preflight = csv_preflight.preflight_csv(folder, messy_csv.LABEL)
+  assert len(preflight.verdicts) == len(case.files)
+  if case.refused:
+    assert preflight.refused, [verdict.message for verdict in preflight.verdicts]
+    [verdict] = [verdict for verdict in preflight.verdicts
+                 if os.path.basename(verdict.path) == case.refused_file]
+    assert verdict.status == csv_preflight.REFUSED, verdict
+    assert verdict.message.startswith(os.path.join(folder, case.refused_file))
+    assert case.refused_phrase in verdict.message, verdict.message
+    if case.refused_line is not None:
+      assert f', line {case.refused_line}' in verdict.message, verdict.message
+    if case.refused_column is not None:
+      assert f"column {case.refused_column!r}" in verdict.message, verdict.message
+    with pytest.raises(csv_preflight.CsvRefused, match=re.escape(case.refused_phrase)):
+      preflight.raise_if_refused()
+    return
+  assert not preflight.refused, [verdict.message for verdict in preflight.verdicts]
+  assert sum(verdict.rows for verdict in preflight.verdicts) == case.rows
+  assert sum(sum(verdict.blanked_cells.values()) for verdict in preflight.verdicts) == (
+      case.blanked)
+  assert sum(verdict.dropped_rows for verdict in preflight.verdicts) == case.dropped
+  # What ExampleGen will read: plain UTF-8 CSV, the header as given, only finite numbers.
+  staged = csv_preflight.stage(preflight, str(tmp_path / 'inputs'))
+  rows = []
+  for name in sorted(os.listdir(staged)):
+    assert name.endswith('.csv')
+    with open(os.path.join(staged, name), newline='', encoding='utf-8') as handle:
+      table = list(csv.reader(handle, strict=True))
+    assert table[0] == case.header
+    rows += table[1:]
+  assert len(rows) == case.rows
+  assert all(row[3] for row in rows)
+  for row in rows:
+    for value in row[:2]:
+      assert value == '' or abs(float(value)) < 1e6, row
+
+
+def test_staging_reuses_the_copy_of_the_same_files_and_says_what_changed(tmp_path):
+  folder = messy_csv.make_case(1, ['two_files', 'bom']).write(tmp_path / 'data')
+  inputs = str(tmp_path / 'inputs')
+  first = csv_preflight.preflight_csv(folder, messy_csv.LABEL)
+  assert csv_preflight.changed_inputs(first, inputs) is None
+  staged = csv_preflight.stage(first, inputs)
+  stamp = os.stat(os.path.join(staged, sorted(os.listdir(staged))[0])).st_mtime_ns
+
+  again = csv_preflight.preflight_csv(folder, messy_csv.LABEL)
+  assert csv_preflight.changed_inputs(again, inputs) == []
+  # The same folder, untouched: ExampleGen's fingerprint (sizes and times) holds.
+  assert csv_preflight.stage(again, inputs) == staged
+  assert os.stat(os.path.join(staged, sorted(os.listdir(staged))[0])).st_mtime_ns == stamp
+
+  with open(os.path.join(folder, 'b.csv'), 'a') as handle:
+    handle.write('40.0,200.0,Dream,Gentoo\n')
+  with open(os.path.join(folder, 'c.csv'), 'w') as handle:
+    handle.write(','.join(messy_csv.make_case(1, ['two_files']).header) + '\n1,2,Dream,Adelie\n')
+  changed = csv_preflight.preflight_csv(folder, messy_csv.LABEL)
+  assert csv_preflight.changed_inputs(changed, inputs) == ['added c.csv', 'changed b.csv']
+  restaged = csv_preflight.stage(changed, inputs)
+  assert restaged != staged and not os.path.exists(staged)
+
+
+def test_other_files_are_listed_and_left_out(tmp_path):
+  folder = messy_csv.make_case(3, ['crlf']).write(tmp_path / 'data')
+  (tmp_path / 'data' / 'README.txt').write_text('notes')
+  preflight = csv_preflight.preflight_csv(folder, messy_csv.LABEL)
+  assert preflight.ignored == ['README.txt'] and not preflight.refused
+  staged = csv_preflight.stage(preflight, str(tmp_path / 'inputs'))
+  assert os.listdir(staged) == ['000-a.csv']
+
+
+@pytest.mark.parametrize('files, message', [
+    ({'notes.txt': 'hello'}, r'holds no \.csv or \.csv\.gz files \(it has notes\.txt\)'),
+    (None, 'is not a folder'),
+])
+def test_a_folder_without_csv_files_is_refused(tmp_path, files, message):
+  folder = tmp_path / 'data'
+  if files is not None:
+    folder.mkdir()
+    for name, text in files.items():
+      (folder / name).write_text(text)
+  with pytest.raises(ValueError, match=message):
+    csv_preflight.preflight_csv(str(folder), 'label')
+
+
+def test_the_documented_catalogue_is_what_the_preflight_says(tmp_path):
+  with open(DOCUMENT) as handle:
+    text = handle.read()
+  assert messy_csv.catalogue(str(tmp_path)) in text, (
+      'docs/bad-data-and-faults.md differs from the preflight: run '
+      'python -m tests.reliability.messy_csv')
