@@ -117,6 +117,10 @@ class Preflight:
     if self.refused:
       raise CsvRefused(self.verdicts)
 
+  def stage(self, staging_root: str) -> str:
+    """Writes the copy CsvExampleGen reads (see the module's `stage`); returns its folder."""
+    return stage(self, staging_root)
+
 
 def list_files(data_root: str) -> Tuple[List[str], List[str]]:
   """The `.csv`/`.csv.gz` files directly inside `data_root`, and the other files, sorted."""
