@@ -191,6 +191,13 @@ def workers_in_cluster() -> int:
   return max(1, len(cluster.get('worker', [])) + len(cluster.get('chief', [])))
 
 
+def files_with_records(files: Sequence[str], compression: str) -> List[str]:
+  """The files that hold at least one record (each is opened and one record read)."""
+  return [name for name in files
+          if any(True for _ in tf.data.TFRecordDataset(name, compression_type=compression)
+                 .take(1))]
+
+
 def auto_shard_policy(num_files: int, num_workers: int) -> tf.data.experimental.AutoShardPolicy:
   """FILE sharding when every worker gets a file of its own, DATA otherwise."""
   if num_files >= num_workers:
@@ -266,6 +273,13 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
     records_per_parse = batch_size
     examples_per_record = 1
 
+  workers = num_workers or workers_in_cluster()
+  if workers > 1 and tf.executing_eagerly():
+    # Small splits leave some shards empty. A worker given only empty files would stop
+    # its epoch (or its validation) while the others wait for it in a collective, for
+    # ever; so only files that hold records are shared out.
+    files = files_with_records(files, options.compression) or files
+
   def parse(serialized: tf.Tensor):
     return split_label(parse_records(serialized))
 
@@ -317,7 +331,7 @@ def make_dataset(file_pattern: Union[str, Sequence[str]],
   dataset_options = tf.data.Options()
   dataset_options.experimental_deterministic = options.deterministic
   dataset_options.experimental_distribute.auto_shard_policy = auto_shard_policy(
-      len(files), num_workers or workers_in_cluster())
+      len(files), workers)
   return dataset.with_options(dataset_options)
 
 

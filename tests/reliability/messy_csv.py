@@ -91,8 +91,12 @@ def _render(header, rows, terminator='\n', delimiter=','):
   return buffer.getvalue()
 
 
-def make_case(seed: int, kinds: List[str]) -> Case:
-  """Builds the folder for `kinds` (run kinds and at most one refused kind) from `seed`."""
+def make_case(seed: int, kinds: List[str], rows: Optional[int] = None) -> Case:
+  """Builds the folder for `kinds` (run kinds and at most one refused kind) from `seed`.
+
+  The species is learnable from the two measurements (three well separated clusters), so
+  a folder that runs trains models that beat the majority class.
+  """
   rng = random.Random(seed)
   refuse = [kind for kind in kinds if kind in REFUSED_KINDS]
   assert len(refuse) <= 1, kinds
@@ -105,11 +109,13 @@ def make_case(seed: int, kinds: List[str]) -> Case:
   categories = (UNICODE_CATEGORIES if 'unicode' in kinds else PLAIN_CATEGORIES) + (
       QUOTED_CATEGORIES if 'quoted' in kinds else ())
   count = rng.randint(24, 60)
+  count = rows or count
   rows = []
   for index in range(count):
     label = CLASSES[index % len(CLASSES)] if index < 3 else rng.choice(CLASSES)
-    rows.append([f'{rng.gauss(40, 5):.2f}', f'{rng.gauss(200, 10):.1f}',
-                 rng.choice(categories), label])
+    cluster = CLASSES.index(label)
+    rows.append([f'{rng.gauss(35 + 10 * cluster, 2):.2f}',
+                 f'{rng.gauss(180 + 20 * cluster, 4):.1f}', rng.choice(categories), label])
   case = Case(kinds=sorted(kinds), files={}, header=list(header))
   if 'empty_cells' in kinds:
     for row in rng.sample(rows, 3):

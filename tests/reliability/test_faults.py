@@ -30,30 +30,19 @@ from tfx_distillery.components.pusher import executor as pusher_executor
 FAULTS = {'full': (errno.ENOSPC, 'No space left on device'),
           'read-only': (errno.EROFS, 'Read-only file system')}
 
-# Runs `distillery run` with the serving folder's writes failing as a full or read-only disk
-# would: every fileio call that writes under FAULT_DIR raises that OSError.
+# `distillery run` with the serving folder's writes failing as a full or read-only disk would.
 FAULTY_RUN = """
-import errno, os, sys
+import os, sys
 from tfx.dsl.io import fileio
-number, reason = {'full': (errno.ENOSPC, 'No space left on device'),
-                  'read-only': (errno.EROFS, 'Read-only file system')}[os.environ['FAULT']]
-folder = os.environ['FAULT_DIR']
-
-def failing(original, position):
-  def call(*args, **kwargs):
-    if str(args[position]).startswith(folder):
-      raise OSError(number, reason, str(args[position]))
-    return original(*args, **kwargs)
-  return call
-
-for name, position in (('copy', 1), ('makedirs', 0), ('mkdir', 0), ('rename', 1)):
-  setattr(fileio, name, failing(getattr(fileio, name), position))
+from tests.reliability import test_faults
+test_faults.inject(setattr, os.environ['FAULT_DIR'], os.environ['FAULT'])
 from tfx_distillery.pipelines import cli
 sys.exit(cli.main(sys.argv[1:]))
 """
 
 
-def inject(monkeypatch, folder, fault):
+def inject(set_attribute, folder, fault):
+  """Makes every fileio call that writes under `folder` raise the OSError of `fault`."""
   number, reason = FAULTS[fault]
   for name, position in (('copy', 1), ('makedirs', 0), ('mkdir', 0), ('rename', 1)):
     original = getattr(fileio, name)
@@ -62,7 +51,7 @@ def inject(monkeypatch, folder, fault):
       if str(args[position]).startswith(folder):
         raise OSError(number, reason, str(args[position]))
       return original(*args, **kwargs)
-    monkeypatch.setattr(fileio, name, call)
+    set_attribute(fileio, name, call)
 
 
 @pytest.mark.parametrize('fault', sorted(FAULTS))
@@ -73,7 +62,7 @@ def test_a_push_into_a_full_or_read_only_folder_fails_naming_it(tmp_path, model_
   [previous] = versions(serving_dir)
   time.sleep(1.1)  # Versions are seconds: the next push would take a new one.
 
-  inject(monkeypatch, serving_dir, fault)
+  inject(monkeypatch.setattr, serving_dir, fault)
   with pytest.raises(pusher_executor.PushFailedError) as raised:
     pusher_executor.Executor().Do(*push_arguments(model_dir, serving_dir,
                                                   str(tmp_path / 'p2')))
@@ -136,7 +125,7 @@ def messy_run(tmp_path_factory):
   """A pushed run on a messy folder: byte-order mark, CRLF, gzip, spaces in names, NaN."""
   tmp_path = tmp_path_factory.mktemp('faults')
   case = messy_csv.make_case(5, ['bom', 'crlf', 'gzip', 'spaces_in_names', 'nan_inf',
-                                 'empty_label', 'two_files'])
+                                 'empty_label', 'two_files'], rows=300)
   data = case.write(tmp_path / 'data')
   arguments = ['run', '--dataset', 'csv', '--data', data, '--label', messy_csv.LABEL,
                '--train-steps', '60', '--student-train-steps', '60',
@@ -217,9 +206,11 @@ def test_control_c_stops_within_seconds_and_the_next_run_reuses_what_finished(me
   assert 'interrupted during IngestionTransform' in console
   assert 'Traceback' not in console
 
-  during_training = Console([*arguments, *serving], home, run_path)
+  # Two workers: the trainer runs them as processes (one trains in the pipeline's process).
+  workers = ['--num-workers', '2']
+  during_training = Console([*arguments, *serving, *workers], home, run_path)
   during_training.wait_for('DistributedTrainer: started')
-  time.sleep(4)  # The worker process is up.
+  time.sleep(6)  # The worker processes are up.
   code, seconds, children = during_training.control_c()
   console = during_training.text
   assert 'inputs unchanged since the last run' in console
@@ -232,7 +223,7 @@ def test_control_c_stops_within_seconds_and_the_next_run_reuses_what_finished(me
            if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
   assert not alive, alive
 
-  result = distillery(*arguments, *serving, home=home, cwd=run_path)
+  result = distillery(*arguments, *serving, *workers, home=home, cwd=run_path)
   console = result.stdout + result.stderr
   assert result.returncode == 0, console
   assert 'IngestionTransform: reused from the cache' in console
@@ -241,3 +232,13 @@ def test_control_c_stops_within_seconds_and_the_next_run_reuses_what_finished(me
   assert 'DistributedTrainer: finished in' in console and 'in use by' not in console
   with open(home / 'runs' / 'csv-data' / 'inputs' / 'inputs.json') as handle:
     assert 'c.csv' in json.load(handle)['files']
+
+
+def test_the_documented_fault_messages_are_the_ones_the_tests_see():
+  with open(os.path.join(helpers.REPOSITORY_ROOT, 'docs', 'bad-data-and-faults.md')) as handle:
+    text = ' '.join(handle.read().split())
+  for message in ('could not write the model into the serving folder <folder>: No space left '
+                  'on device', 'interrupted during <component>: nothing was pushed',
+                  'inputs changed since the last run (added c.csv)',
+                  'CsvExampleGen: reused from the cache', 'reused from the cache:'):
+    assert message in text, message

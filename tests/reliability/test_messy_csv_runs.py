@@ -48,13 +48,13 @@ def test_a_refused_folder_stops_before_any_component(case, tmp_path):
 def test_a_messy_folder_that_runs_goes_through_the_whole_pipeline(tmp_path):
   kinds = ['bom', 'crlf', 'gzip', 'two_files', 'quoted', 'unicode', 'blank_lines',
            'empty_cells']
-  case = messy_csv.make_case(11, kinds)
+  case = messy_csv.make_case(11, kinds, rows=200)
   data = case.write(tmp_path / 'data')
   result = distillery('run', '--dataset', 'csv', '--data', data, '--label', messy_csv.LABEL,
                       '--train-steps', '60', '--student-train-steps', '60',
                       '--max-accuracy-drop', '1.0', home=tmp_path / 'home', cwd=tmp_path)
   console = result.stdout + result.stderr
-  assert result.returncode in (0, 3), console
+  assert result.returncode == 0, console
   assert 'Traceback' not in console
   assert 'byte-order mark removed' in console and 'decompressed (gzip)' in console
-  assert f'data: b.csv.gz: ' in console and 'AccuracyGate: finished' in console
+  assert 'data: b.csv.gz: ' in console and 'AccuracyGate: finished' in console

@@ -226,3 +226,27 @@ def test_dropping_remainders_still_yields_batches_when_a_pass_is_smaller_than_on
                                  reading.IngestionOptions(cache=cache), drop_remainder=True)
   sizes = [int(labels.shape[0]) for _, labels in dataset.take(4)]
   assert sizes == [300, 300, 300, 300]
+
+
+def test_empty_shards_are_not_shared_out_to_workers(transformed, tmp_path):
+  """A worker given only empty files would leave the others waiting in a collective."""
+  output, pattern = transformed
+  shards = sorted(tf.io.gfile.glob(pattern))
+  empty = [str(tmp_path / f'empty-{index}.gz') for index in range(len(shards))]
+  for path in empty:
+    with tf.io.TFRecordWriter(path, options='GZIP'):
+      pass
+  # Alternating files: by FILE sharding, the second worker would get only the empty ones.
+  files = [name for pair in zip(shards, empty) for name in pair]
+  assert reading.files_with_records(files, 'GZIP') == shards
+  options = reading.IngestionOptions(packed=False, cache='none', shuffle_files=False)
+  dataset = reading.make_dataset(files, output, 16, options, num_workers=2)
+  assert dataset.options().experimental_distribute.auto_shard_policy == (
+      tf.data.experimental.AutoShardPolicy.FILE)
+  dataset = reading.make_dataset(shards[:1] + empty, output, 16, options, num_workers=2)
+  # One file with records for two workers: each reads it and keeps its own records.
+  assert dataset.options().experimental_distribute.auto_shard_policy == (
+      tf.data.experimental.AutoShardPolicy.DATA)
+  single = reading.make_dataset(files, output, 16, options, num_workers=1)
+  assert single.options().experimental_distribute.auto_shard_policy == (
+      tf.data.experimental.AutoShardPolicy.FILE)
