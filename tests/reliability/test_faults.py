@@ -225,7 +225,10 @@ def test_control_c_stops_within_seconds_and_the_next_run_reuses_what_finished(me
 
   result = distillery(*arguments, *serving, *workers, home=home, cwd=run_path)
   console = result.stdout + result.stderr
-  assert result.returncode == 0, console
+  # It runs to the end: 0 when a candidate passes, 3 when none beats the majority class
+  # (60 steps of two workers on 300 rows train a 75-weight student either way).
+  assert result.returncode in (0, 3), console
+  assert 'AccuracyGate: finished' in console and 'Traceback' not in console
   assert 'IngestionTransform: reused from the cache' in console
   assert ('reused from the cache: CsvExampleGen, StatisticsGen, SchemaGen, '
           'StrictExampleValidator, IngestionTransform') in console

@@ -42,7 +42,7 @@ def test_a_refused_folder_stops_before_any_component(case, tmp_path):
   # Refused before anything was written: no serving folder, no pipeline root.
   assert not (tmp_path / 'serving').exists()
   assert not (tmp_path / 'home' / 'runs').exists()
-  assert 'CsvExampleGen' not in console
+  assert 'CsvExampleGen: started' not in console
 
 
 def test_a_messy_folder_that_runs_goes_through_the_whole_pipeline(tmp_path):
