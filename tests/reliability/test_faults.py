@@ -42,9 +42,15 @@ sys.exit(cli.main(sys.argv[1:]))
 
 
 def inject(set_attribute, folder, fault):
-  """Makes every fileio call that writes under `folder` raise the OSError of `fault`."""
+  """Makes fileio calls that write under `folder` raise the OSError of `fault`.
+
+  A full disk fails the copies (folders are still made, so a half-copied staging folder
+  is left to clean up); a read-only one fails every write.
+  """
   number, reason = FAULTS[fault]
-  for name, position in (('copy', 1), ('makedirs', 0), ('mkdir', 0), ('rename', 1)):
+  calls = (('copy', 1),) if fault == 'full' else (
+      ('copy', 1), ('makedirs', 0), ('mkdir', 0), ('rename', 1))
+  for name, position in calls:
     original = getattr(fileio, name)
 
     def call(*args, original=original, position=position, **kwargs):
