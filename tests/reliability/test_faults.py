@@ -134,7 +134,7 @@ def messy_run(tmp_path_factory):
                                  'empty_label', 'two_files'], rows=300)
   data = case.write(tmp_path / 'data')
   arguments = ['run', '--dataset', 'csv', '--data', data, '--label', messy_csv.LABEL,
-               '--train-steps', '60', '--student-train-steps', '60',
+               '--train-steps', '200', '--student-train-steps', '400',
                '--max-accuracy-drop', '1.0']
   result = distillery(*arguments, '--serving-dir', str(tmp_path / 'serving'),
                       home=tmp_path / 'home', cwd=tmp_path)
@@ -232,7 +232,7 @@ def test_control_c_stops_within_seconds_and_the_next_run_reuses_what_finished(me
   result = distillery(*arguments, *serving, *workers, home=home, cwd=run_path)
   console = result.stdout + result.stderr
   # It runs to the end: 0 when a candidate passes, 3 when none beats the majority class
-  # (60 steps of two workers on 300 rows train a 75-weight student either way).
+  # (two workers on 300 rows may leave a 75-weight student below it).
   assert result.returncode in (0, 3), console
   assert 'AccuracyGate: finished' in console and 'Traceback' not in console
   assert 'IngestionTransform: reused from the cache' in console

@@ -51,7 +51,7 @@ def test_a_messy_folder_that_runs_goes_through_the_whole_pipeline(tmp_path):
   case = messy_csv.make_case(11, kinds, rows=200)
   data = case.write(tmp_path / 'data')
   result = distillery('run', '--dataset', 'csv', '--data', data, '--label', messy_csv.LABEL,
-                      '--train-steps', '60', '--student-train-steps', '60',
+                      '--train-steps', '200', '--student-train-steps', '400',
                       '--max-accuracy-drop', '1.0', home=tmp_path / 'home', cwd=tmp_path)
   console = result.stdout + result.stderr
   assert result.returncode == 0, console
