@@ -166,6 +166,8 @@ def create_components(data_root: str,
           model=model,
           examples=transform.outputs['transformed_examples'],
           transform_graph=transform.outputs['transform_graph'],
+          # Raw rows calibrate and check the flatbuffer that takes raw columns.
+          raw_examples=example_gen.outputs['examples'],
           mode=mode,
           **labelled).with_id(f'Quantizer_{source}_{mode}')
       stages.append(quantizer)

@@ -57,12 +57,16 @@ class EvaluationSet:
     split: The split's name.
     raw_examples: A few raw serialized examples, label column removed, for latency.
     transform: Serialized raw examples -> transformed features (None: no raw examples).
+    every_raw_example: Every example of the set, serialized raw, in the order of
+      `labels` (what a raw-input flatbuffer is scored on); None for a set read from
+      transformed examples.
   """
   features: Dict[str, np.ndarray]
   labels: np.ndarray
   split: str
   raw_examples: Optional[List[bytes]] = None
   transform: Optional[Callable] = None
+  every_raw_example: Optional[List[bytes]] = None
 
   @property
   def size(self) -> int:
@@ -162,7 +166,8 @@ def from_raw_examples(raw_examples_uri: str, split: str, tf_transform_output, la
     return layer(tf.io.parse_example(examples, serving_spec))
 
   raw_examples = [strip_feature(example, label_column) for example in serialized[:latency_examples]]
-  return EvaluationSet(features, labels, split, raw_examples, transform)
+  return EvaluationSet(features, labels, split, raw_examples, transform,
+                       every_raw_example=serialized[:len(labels)])
 
 
 def dense_numpy(value) -> np.ndarray:
@@ -525,6 +530,57 @@ def measure(model_dir: str, evaluation_set: EvaluationSet, latency_runs: int = 1
           'majority_accuracy': majority_accuracy(evaluation_set.labels),
           'size_bytes': size_bytes(model_dir),
           'latency_ms': latency_ms(scorer, evaluation_set, latency_runs),
+          'examples': evaluation_set.size,
+          'split': evaluation_set.split}
+
+
+def has_raw_flatbuffer(model_dir: str) -> bool:
+  """Whether a folder's manifest names a raw-input flatbuffer (`model_raw.tflite`)."""
+  manifest_path = os.path.join(model_dir, SERVING_MANIFEST_FILE_NAME)
+  if not tf.io.gfile.exists(manifest_path):
+    return False
+  with tf.io.gfile.GFile(manifest_path) as handle:
+    return bool(json.load(handle).get('raw_model'))
+
+
+def raw_flatbuffer_classes(model_dir: str, evaluation_set: EvaluationSet) -> np.ndarray:
+  """Classes of a folder's raw-input flatbuffer on every raw example of the set."""
+  from tfx_distillery.components.quantizer import predict  # pylint: disable=g-import-not-at-top
+  from tfx_distillery.components.quantizer import raw_model  # pylint: disable=g-import-not-at-top
+  if evaluation_set.every_raw_example is None:
+    raise ValueError('a raw-input flatbuffer is scored on raw examples; this evaluation set '
+                     'was read from transformed ones.')
+  predictor = predict.load_raw_flatbuffer(model_dir)
+  rows = raw_model.raw_rows(evaluation_set.every_raw_example, predictor.inputs)
+  scores = np.concatenate([predictor.scores_one(row) for row in rows])
+  return predictor.classes_of(scores)
+
+
+def measure_raw_flatbuffer(model_dir: str, evaluation_set: EvaluationSet,
+                           latency_runs: int = 100, classes: Optional[np.ndarray] = None
+                           ) -> Dict[str, object]:
+  """What a device gets: the raw-input flatbuffer alone, on raw columns, in a TFLite runtime.
+
+  Size is the flatbuffer's file (a device downloads it alone); latency is one raw
+  row (columns as numpy values) made into inputs and run; accuracy is every raw
+  example of the set through the flatbuffer (`classes`, when the caller has them).
+  """
+  from tfx_distillery.components.quantizer import predict  # pylint: disable=g-import-not-at-top
+  from tfx_distillery.components.quantizer import raw_model  # pylint: disable=g-import-not-at-top
+  predictor = predict.load_raw_flatbuffer(model_dir)
+  if classes is None:
+    classes = raw_flatbuffer_classes(model_dir, evaluation_set)
+  one = raw_model.raw_rows(evaluation_set.every_raw_example[:1], predictor.inputs)[0]
+  row = {entry['column']: list(one[entry['name']][0]) for entry in predictor.inputs}
+
+  def call():
+    return predictor.scores_one(predictor.row_inputs(row))
+
+  return {'format': 'tflite_raw',
+          'accuracy': float(np.mean(classes == evaluation_set.labels)),
+          'majority_accuracy': majority_accuracy(evaluation_set.labels),
+          'size_bytes': int(tf.io.gfile.stat(predictor.path).length),
+          'latency_ms': median_latency_ms(call, latency_runs),
           'examples': evaluation_set.size,
           'split': evaluation_set.split}
 

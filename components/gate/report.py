@@ -19,7 +19,8 @@ PNG_FILE_NAME = 'report.png'
 def model_format(figures: Dict[str, Any]) -> str:
   """`tflite (full_integer)` for a quantized candidate, else its format alone."""
   if figures.get('quantization'):
-    return f'{figures["format"]} ({figures["quantization"]})'
+    kind = 'tflite, raw columns' if figures['format'] == 'tflite_raw' else figures['format']
+    return f'{kind} ({figures["quantization"]})'
   return figures['format']
 
 
@@ -79,7 +80,19 @@ def render_html(decision: Dict[str, Any], pushed_destination: Optional[str]) -> 
   teacher = decision['teacher']
   rows.append(f'<tr><td>teacher</td><td>{escape(teacher["format"])}</td>'
               f'<td>{teacher["accuracy"]:.4f}</td><td>-</td><td>{teacher["size_bytes"]}</td>'
-              f'<td>{teacher["latency_ms"]:.3f}</td><td>baseline</td><td></td></tr>')
+              f'<td>{teacher["latency_ms"]:.3f}</td><td>-</td><td>-</td><td>baseline</td>'
+              '<td></td></tr>')
+  device_note = ''
+  chosen = next((candidate for candidate in decision['candidates']
+                 if candidate['name'] == decision.get('chosen')), None)
+  if chosen and chosen.get('folder'):
+    device_note = (
+        f'<p>What a device downloads: <code>model_raw.tflite</code> alone, '
+        f'{chosen["size_bytes"]} bytes (transform inside; it runs with LiteRT and numpy), '
+        f'against the float SavedModel folder of the teacher, {teacher["size_bytes"]} bytes '
+        f'({teacher["size_bytes"] / max(1, chosen["size_bytes"]):.1f}x). Batch-1 latency on '
+        f'raw columns {chosen["latency_ms"]:.3f} ms, against {teacher["latency_ms"]:.3f} ms for '
+        'the SavedModel on one serialized raw example.</p>')
   for candidate in decision['candidates']:
     status = ('chosen' if candidate['name'] == decision.get('chosen') else
               'passed' if candidate['passed'] else 'rejected')
@@ -87,7 +100,10 @@ def render_html(decision: Dict[str, Any], pushed_destination: Optional[str]) -> 
         f'<tr class="{status}"><td>{escape(candidate["name"])}</td>'
         f'<td>{escape(model_format(candidate))}</td><td>{candidate["accuracy"]:.4f}</td>'
         f'<td>{candidate["accuracy_drop"]:+.4f}</td><td>{candidate["size_bytes"]}</td>'
-        f'<td>{candidate["latency_ms"]:.3f}</td><td>{status}</td>'
+        f'<td>{candidate["latency_ms"]:.3f}</td>'
+        f'<td>{candidate["folder"]["size_bytes"] if candidate.get("folder") else "-"}</td>'
+        f'<td>{format(candidate["folder"]["latency_ms"], ".3f") if candidate.get("folder") else "-"}</td>'
+        f'<td>{status}</td>'
         f'<td>{escape("; ".join(candidate["reasons"]))}</td></tr>')
   return f'''<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>tfx-distillery report</title>
@@ -99,9 +115,9 @@ tr.chosen{{background:#e6ffe6}} tr.rejected{{background:#ffecec}}</style></head>
 <p>Gate: accuracy drop at most {decision["max_accuracy_drop"]:.4f} against the teacher
 {f"and size at most {int(limit)} bytes" if limit is not None else "(no size limit)"}, on
 {decision["eval_examples"]} {escape(decision.get("split", "eval"))} examples (majority class {decision["majority_accuracy"]:.4f}).</p>
-{split_note}
+{split_note}{device_note}
 <table><tr><th>model</th><th>format</th><th>accuracy</th><th>drop</th><th>bytes</th>
-<th>latency (ms)</th><th>gate</th><th>why</th></tr>
+<th>latency (ms)</th><th>folder bytes</th><th>folder latency (ms)</th><th>gate</th><th>why</th></tr>
 {chr(10).join(rows)}
 </table>
 <p><img src="{PNG_FILE_NAME}" alt="accuracy vs size and latency"></p>

@@ -1,5 +1,7 @@
 """Quantizer: a trained Keras model in, a TFLite model (really int8 if asked) out."""
 
+from typing import Optional
+
 from tfx import types
 from tfx.dsl.components.base import base_component
 from tfx.dsl.components.base import executor_spec
@@ -56,11 +58,20 @@ class Quantizer(base_component.BaseComponent):
   interpreter and median batch-1 latency, for the result, the float32 TFLite
   conversion and the input model.
 
+  Given `raw_examples` (ExampleGen's output), the folder also holds
+  `model_raw.tflite`: the transform and the model in one flatbuffer whose inputs
+  are the raw columns, which runs with LiteRT and numpy alone (no TensorFlow).
+  A transform op with no TFLite builtin is named in `serving.json`
+  (`raw_model_refused`), and the folder route serves alone. A pruned model is
+  also converted with TFLite's sparse weight encoding (`sparse_encoding='auto'`),
+  kept only where the file is smaller and its classes agree with the dense one.
+
   Example:
 
     quantizer = Quantizer(model=distiller.outputs['model'],
                           examples=transform.outputs['transformed_examples'],
                           transform_graph=transform.outputs['transform_graph'],
+                          raw_examples=example_gen.outputs['examples'],
                           mode='full_integer', io_type='int8',
                           label_key='tips_xf', label_column='tips')
   """
@@ -81,7 +92,9 @@ class Quantizer(base_component.BaseComponent):
                label_key: str = 'label',
                strict_int8: bool = False,
                eval_examples: int = 2000,
-               latency_runs: int = 300):
+               latency_runs: int = 300,
+               raw_examples: Optional[types.BaseChannel] = None,
+               sparse_encoding: str = 'auto'):
     """Constructs a Quantizer.
 
     Args:
@@ -101,6 +114,12 @@ class Quantizer(base_component.BaseComponent):
         no int8 kernel (naming it) instead of keeping that op in float.
       eval_examples: At most this many eval examples are scored (>= 1).
       latency_runs: Batch-1 calls timed for each median latency (>= 1).
+      raw_examples: ExampleGen's raw examples. With them the Quantizer also writes
+        `model_raw.tflite` (raw columns in, transform inside), calibrated on raw
+        training rows and checked against the folder route on `eval`.
+      sparse_encoding: `auto`: convert a model with zero weights (a Pruner's) also
+        with TFLite's sparse encoding, and keep it where the file is smaller and
+        its classes agree with the dense file's on eval; `never`: dense only.
 
     Raises:
       ValueError: naming the argument that is not allowed.
@@ -110,11 +129,15 @@ class Quantizer(base_component.BaseComponent):
     labels.validate_label_key(label_key)
     if not isinstance(strict_int8, bool):
       raise ValueError(f'strict_int8 must be True or False; got {strict_int8!r}.')
+    if sparse_encoding not in quantizer_spec.SPARSE_ENCODINGS:
+      raise ValueError(f'sparse_encoding must be one of '
+                       f'{", ".join(quantizer_spec.SPARSE_ENCODINGS)}; got {sparse_encoding!r}.')
     super().__init__(spec=quantizer_spec.QuantizerSpec(
         model=model, examples=examples, transform_graph=transform_graph, mode=mode,
         io_type=io_type, representative_samples=representative_samples, qat_steps=qat_steps,
         preserve_sparsity=int(preserve_sparsity), eval_examples=eval_examples,
         latency_runs=latency_runs, label_column=label_column, label_key=label_key,
-        strict_int8=int(strict_int8),
+        strict_int8=int(strict_int8), raw_examples=raw_examples,
+        sparse_encoding=sparse_encoding,
         quantized_model=types.Channel(type=standard_artifacts.Model),
         metrics=types.Channel(type=artifacts.ModelMetrics)))

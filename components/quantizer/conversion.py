@@ -103,10 +103,29 @@ def ops_without_tflite_kernel(model: tf_keras.Model) -> List[str]:
   return []
 
 
+def optimizations(mode: Optional[str], sparse: bool) -> list:
+  """The converter's optimizations: quantization for any mode, and the sparse encoding."""
+  chosen = [tf.lite.Optimize.DEFAULT] if mode is not None else []
+  if sparse:
+    chosen.append(tf.lite.Optimize.EXPERIMENTAL_SPARSITY)
+  return chosen
+
+
+def zero_weight_share(model: tf_keras.Model) -> float:
+  """Share of zeros among the kernels (weights of rank >= 2): a pruned model's sparsity."""
+  zeros = total = 0
+  for weight in model.weights:
+    if len(weight.shape) >= 2 and 'kernel' in weight.name:
+      values = weight.numpy()
+      zeros += int(np.sum(values == 0))
+      total += values.size
+  return zeros / max(1, total)
+
+
 def convert(model: tf_keras.Model, mode: Optional[str] = None,
             representative_features: Optional[Callable[[], Iterable[Dict[str, np.ndarray]]]]
             = None, io_type: str = 'float32', strict_int8: bool = False,
-            per_channel: bool = True) -> bytes:
+            per_channel: bool = True, sparse: bool = False) -> bytes:
   """Converts `model` to TFLite.
 
   In the full integer modes every op is asked for an int8 kernel first. An op
@@ -128,6 +147,8 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
     strict_int8: Refuse instead of keeping ops without an int8 kernel in float.
     per_channel: For `full_integer`/`qat`: one scale per output channel of each
       weight (TFLite's default); False gives one scale per tensor.
+    sparse: Also ask for TFLite's sparse weight encoding (`EXPERIMENTAL_SPARSITY`),
+      which stores a pruned model's zeros compactly and densifies them at load.
 
   Returns:
     The flatbuffer bytes.
@@ -143,8 +164,7 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
 
     def float_converter(ops):
       converter = _converter(model, ops)
-      if mode is not None:
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+      converter.optimizations = optimizations(mode, sparse)
       if mode == 'float16':
         converter.target_spec.supported_types = [tf.float16]
       return converter
@@ -176,7 +196,7 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
 
   def int8_converter(ops):
     converter = _converter(model, ops)
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.optimizations = optimizations(mode, sparse)
     converter.representative_dataset = representative_dataset
     # The converter's only switch for per-tensor weight scales (a private attribute).
     converter._experimental_disable_per_channel = not per_channel  # pylint: disable=protected-access

@@ -2,7 +2,9 @@
 
 import json
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
+
+import numpy as np
 
 import tensorflow as tf
 import tf_keras
@@ -23,10 +25,16 @@ from tfx_distillery.components.common import reading
 from tfx_distillery.components.common import shapes
 from tfx_distillery.components.quantizer import conversion
 from tfx_distillery.components.quantizer import predict
+from tfx_distillery.components.quantizer import raw_model
 from tfx_distillery.components.quantizer import spec as quantizer_spec
 
 QAT_BATCH_SIZE = 64
 QAT_LEARNING_RATE = 1e-4
+# A model with at least this share of zero kernel weights (a Pruner's) is also tried with
+# TFLite's sparse encoding.
+SPARSE_MIN_ZERO_SHARE = 0.3
+# The sparse file is kept only if its classes agree with the dense file's this often on eval.
+SPARSE_MIN_AGREEMENT = 0.995
 
 
 def split_pattern(examples: types.Artifact, split: str) -> str:
@@ -42,18 +50,22 @@ def copy_folder(source: str, destination: str) -> None:
 
 
 def write_tflite_folder(output_dir: str, flatbuffer: bytes, serving: dict,
-                        transform_graph_uri: str) -> None:
+                        transform_graph_uri: str, raw_flatbuffer: Optional[bytes] = None
+                        ) -> None:
   """One self-contained serving folder, written whole or not at all.
 
   the flatbuffer `tflite`, a copy of the transform graph, `serving.json`, `predict.py`
   and the `shapes.py` it reads: copied anywhere, it still answers raw
-  serialized examples.
+  serialized examples. `raw_flatbuffer`, when given, is `model_raw.tflite`.
   """
   staging_dir = output_dir + '.tmp'
   if tf.io.gfile.exists(staging_dir):
     tf.io.gfile.rmtree(staging_dir)
   tf.io.gfile.makedirs(staging_dir)
   measuring.write_atomically(os.path.join(staging_dir, predict.MODEL_FILE_NAME), flatbuffer)
+  if raw_flatbuffer is not None:
+    measuring.write_atomically(os.path.join(staging_dir, predict.RAW_MODEL_FILE_NAME),
+                               raw_flatbuffer)
   copy_folder(transform_graph_uri, os.path.join(staging_dir, predict.TRANSFORM_GRAPH_FOLDER))
   measuring.write_atomically(os.path.join(staging_dir, predict.SERVING_FILE_NAME),
                              json.dumps(serving, indent=2, sort_keys=True))
@@ -123,6 +135,13 @@ class Executor(base_executor.BaseExecutor):
     float_flatbuffer = conversion.convert(tf_keras.models.load_model(input_model_dir,
                                                                      compile=False))
     label_column = exec_properties[quantizer_spec.LABEL_COLUMN_KEY]
+    sparse_figures = None
+    sparse_choice = exec_properties.get(quantizer_spec.SPARSE_ENCODING_KEY) or 'auto'
+    zero_share = conversion.zero_weight_share(model)
+    if sparse_choice == 'auto' and zero_share >= SPARSE_MIN_ZERO_SHARE:
+      flatbuffer, sparse_figures = self._sparse_or_dense(
+          model, mode, representative_features, io_type, strict_int8, flatbuffer, eval_set,
+          graph_uri, metrics_dir, latency_runs, zero_share)
     num_classes = max(2, input_scorer.num_outputs)
     # The manifest a server reads: what the folder is, its inputs and its classes.
     serving = {'format': predict.MODEL_FORMAT, 'mode': mode, 'io_type': io_type,
@@ -133,10 +152,24 @@ class Executor(base_executor.BaseExecutor):
                'label_vocabulary': labels.class_names(tf_transform_output, label_key,
                                                       label_column, num_classes),
                'output_kind': output_kind,
-               'transform_graph': predict.TRANSFORM_GRAPH_FOLDER}
-    write_tflite_folder(output_dir, flatbuffer, serving, graph_uri)
+               'transform_graph': predict.TRANSFORM_GRAPH_FOLDER,
+               'sparse_encoding': bool(sparse_figures and sparse_figures['kept'])}
+    float_serving = {**serving, 'mode': 'float32', 'sparse_encoding': False,
+                     'raw_model': None, 'raw_model_refused': 'the float32 reference folder'}
+    raw_examples = input_dict.get(quantizer_spec.RAW_EXAMPLES_KEY)
+    raw_flatbuffer = None
+    if raw_examples:
+      raw_flatbuffer, serving['raw_model'], serving['raw_model_refused'] = self._raw_flatbuffer(
+          model, tf_transform_output, label_column, mode, serving['sparse_encoding'],
+          artifact_utils.get_single_uri(raw_examples),
+          int(exec_properties[quantizer_spec.REPRESENTATIVE_SAMPLES_KEY]))
+    else:
+      serving['raw_model'] = None
+      serving['raw_model_refused'] = ('the Quantizer was given no raw_examples (ExampleGen\'s '
+                                      'output), which calibrate and check it')
+    write_tflite_folder(output_dir, flatbuffer, serving, graph_uri, raw_flatbuffer)
     float_dir = os.path.join(metrics_dir, 'float32')
-    write_tflite_folder(float_dir, float_flatbuffer, {**serving, 'mode': 'float32'}, graph_uri)
+    write_tflite_folder(float_dir, float_flatbuffer, float_serving, graph_uri)
 
     figures = measuring.measure(output_dir, eval_set, latency_runs)
     full_integer = mode in ('full_integer', 'qat')
@@ -156,7 +189,16 @@ class Executor(base_executor.BaseExecutor):
         'eval_split': eval_set.split,
         'eval_examples': eval_set.size,
         'label_key': label_key,
+        'zero_weight_share': zero_share,
+        'sparse_encoding': sparse_figures,
+        'raw_model_refused': serving['raw_model_refused'],
     }
+    if raw_flatbuffer is not None:
+      metrics['raw_model'] = self._check_raw_flatbuffer(
+          output_dir, artifact_utils.get_single_uri(raw_examples), tf_transform_output,
+          label_key, label_column, int(exec_properties[quantizer_spec.EVAL_EXAMPLES_KEY]),
+          latency_runs)
+      metrics['raw_model']['ops'] = serving['raw_model']['ops']
     metrics['size_ratio'] = len(flatbuffer) / len(float_flatbuffer)
     metrics['accuracy_drop'] = metrics['float32_tflite']['accuracy'] - metrics['accuracy']
     metrics['latency_ratio'] = metrics['latency_ms'] / metrics['float32_tflite']['latency_ms']
@@ -174,6 +216,86 @@ class Executor(base_executor.BaseExecutor):
                                                   predict.MODEL_FORMAT)
     quantized_artifact.set_string_custom_property(artifacts.QUANTIZATION_PROPERTY, mode)
     modeling.write_metrics(metrics_dir, metrics)
+
+  def _sparse_or_dense(self, model, mode, representative_features, io_type, strict_int8,
+                       dense: bytes, eval_set, graph_uri: str, metrics_dir: str,
+                       latency_runs: int, zero_share: float):
+    """The sparse-encoded flatbuffer where it is smaller and agrees with the dense one.
+
+    Returns:
+      (the flatbuffer to ship, the figures of both: bytes, eval agreement, latency).
+    """
+    logger = progress.get_logger()
+    sparse = conversion.convert(model, mode, representative_features, io_type, strict_int8,
+                                sparse=True)
+    folders = {}
+    for name, content in (('dense', dense), ('sparse', sparse)):
+      folders[name] = os.path.join(metrics_dir, f'{name}_encoding')
+      write_tflite_folder(folders[name], content, {
+          'format': predict.MODEL_FORMAT, 'mode': mode, 'model_file': predict.MODEL_FILE_NAME,
+          'transform_graph': predict.TRANSFORM_GRAPH_FOLDER, 'raw_model': None}, graph_uri)
+    scorers = {name: measuring.load_scorer(folder) for name, folder in folders.items()}
+    classes = {name: np.concatenate([scorer.classes(batch) for batch in eval_set.batches()])
+               for name, scorer in scorers.items()}
+    agreement = float(np.mean(classes['dense'] == classes['sparse']))
+    figures = {'zero_weight_share': zero_share, 'dense_bytes': len(dense),
+               'sparse_bytes': len(sparse), 'agreement': agreement,
+               'dense_latency_ms': measuring.latency_ms(scorers['dense'], eval_set, latency_runs),
+               'sparse_latency_ms': measuring.latency_ms(scorers['sparse'], eval_set,
+                                                         latency_runs)}
+    problems = []
+    if len(sparse) >= len(dense):
+      problems.append(f'the sparse encoding is not smaller ({len(sparse)} >= {len(dense)} bytes)')
+    if agreement < SPARSE_MIN_AGREEMENT:
+      problems.append(f'its classes agree with the dense file\'s on {agreement:.4f} of eval, '
+                      f'below {SPARSE_MIN_AGREEMENT}: the converter\'s sparse {mode} output is '
+                      'not the same model')
+    figures['kept'] = not problems
+    figures['reason'] = '; '.join(problems) or (
+        f'{len(sparse)} < {len(dense)} bytes, classes agree on {agreement:.4f} of eval')
+    logger.info('Quantizer (%s): sparse encoding %s: %s', mode,
+                'kept' if figures['kept'] else 'not kept, dense shipped', figures['reason'])
+    for folder in folders.values():
+      tf.io.gfile.rmtree(folder)
+    return (sparse if figures['kept'] else dense), figures
+
+  def _raw_flatbuffer(self, model, tf_transform_output, label_column: str, mode: str,
+                      sparse: bool, raw_examples_uri: str, samples: int):
+    """(`model_raw.tflite` or None, its manifest entry or None, why not or None)."""
+    logger = progress.get_logger()
+    try:
+      inputs = raw_model.raw_inputs(tf_transform_output, label_column)
+      rows = raw_model.raw_rows(evaluation.read_serialized_examples(
+          measuring.split_pattern(raw_examples_uri, 'train'), limit=samples), inputs)
+      logger.info('Quantizer: converting the transform and the model into one flatbuffer over '
+                  '%d raw columns (%s)', len(inputs), mode)
+      content = raw_model.convert(model, tf_transform_output, label_column, mode,
+                                  lambda: iter(rows), sparse=sparse)
+    except raw_model.RawInputUnsupported as error:
+      logger.warning('WARNING: Quantizer: no raw-input flatbuffer: %s', error)
+      return None, None, str(error)
+    entry = {'file': predict.RAW_MODEL_FILE_NAME, 'inputs': inputs,
+             'ops': raw_model.transform_ops(content), 'output': predict.RAW_OUTPUT_NAME}
+    return content, entry, None
+
+  def _check_raw_flatbuffer(self, folder: str, raw_examples_uri: str, tf_transform_output,
+                            label_key: str, label_column: str, eval_examples: int,
+                            latency_runs: int) -> dict:
+    """The raw flatbuffer against the folder route, on the same raw eval examples."""
+    raw_set = measuring.from_raw_examples(raw_examples_uri, measuring.CHOOSE_SPLIT,
+                                          tf_transform_output, label_key, label_column,
+                                          eval_examples)
+    folder_scorer = measuring.load_scorer(folder)
+    folder_classes = np.concatenate([folder_scorer.classes(batch)
+                                     for batch in raw_set.batches()])
+    raw_classes = measuring.raw_flatbuffer_classes(folder, raw_set)
+    figures = measuring.measure_raw_flatbuffer(folder, raw_set, latency_runs, raw_classes)
+    figures['agreement_with_folder'] = float(np.mean(raw_classes == folder_classes))
+    progress.get_logger().info(
+        'Quantizer: model_raw.tflite %d bytes, accuracy %.4f on eval, classes agree with the '
+        'folder route on %.4f, batch-1 latency %.3f ms on raw columns', figures['size_bytes'],
+        figures['accuracy'], figures['agreement_with_folder'], figures['latency_ms'])
+    return figures
 
   def _fine_tune_qat(self, model, examples, tf_transform_output, label_key: str,
                      output_kind: str, steps: int, preserve_sparsity: bool) -> tf_keras.Model:

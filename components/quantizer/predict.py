@@ -32,6 +32,9 @@ MODEL_FILE_NAME = 'tflite'
 SERVING_FILE_NAME = 'serving.json'
 SIGNATURE = 'serving_default'
 TRANSFORM_GRAPH_FOLDER = 'transform_graph'
+# The flatbuffer over raw columns (transform inside), when the transform converts.
+RAW_MODEL_FILE_NAME = 'model_raw.tflite'
+RAW_OUTPUT_NAME = 'logits'
 
 
 def signature_input_names(flatbuffer: bytes) -> List[str]:
@@ -141,6 +144,91 @@ class TFLitePredictor:
     if vocabulary:
       outputs['labels'] = np.array([vocabulary[index] for index in classes], dtype=object)
     return outputs
+
+
+def interpreter_class():
+  """LiteRT's interpreter where it is installed (a device), else TensorFlow's (the same kernels)."""
+  try:
+    from ai_edge_litert import interpreter as litert  # pylint: disable=g-import-not-at-top
+    return litert.Interpreter
+  except ImportError:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return tf.lite.Interpreter
+
+
+class RawFlatbufferPredictor:
+  """`model_raw.tflite`: raw columns in, scores out; needs a TFLite runtime and numpy only.
+
+  `serving.json`'s `raw_model.inputs` lists each input: the raw `column`, the input
+  `name`, its `dtype` and `shape`, and `optional` (a `[1, n]` input, `n = 0` when the
+  value is missing).
+  """
+
+  def __init__(self, model_dir: str, num_threads: int = 1):
+    with open(os.path.join(model_dir, SERVING_FILE_NAME)) as handle:
+      self.serving = json.load(handle)
+    raw_model = self.serving.get('raw_model')
+    if not raw_model:
+      raise FileNotFoundError(
+          f'{model_dir} holds no raw-input flatbuffer: '
+          f'{self.serving.get("raw_model_refused", "its serving.json names none")}')
+    self.path = os.path.join(model_dir, raw_model['file'])
+    self.inputs = raw_model['inputs']
+    self.interpreter = interpreter_class()(model_path=self.path, num_threads=num_threads)
+    self.runner = self.interpreter.get_signature_runner(SIGNATURE)
+    self.output_kind = self.serving.get('output_kind', 'logits')
+
+  def row_inputs(self, row: Dict[str, object]) -> Dict[str, np.ndarray]:
+    """One raw row ({column: value, or None/absent when missing}) as the flatbuffer's inputs.
+
+    Raises:
+      ValueError: naming a column that every example must have and this row lacks.
+    """
+    inputs = {}
+    for entry in self.inputs:
+      value = row.get(entry['column'])
+      dtype = object if entry['dtype'] == 'string' else np.dtype(entry['dtype'])
+      if value is None or (isinstance(value, (list, tuple)) and not value):
+        if not entry['optional']:
+          raise ValueError(f'raw column {entry["column"]!r} is missing; the model needs it '
+                           'in every example.')
+        inputs[entry['name']] = np.zeros([1, 0], dtype)
+        continue
+      values = list(value) if isinstance(value, (list, tuple, np.ndarray)) else [value]
+      if dtype is object:
+        values = [item.encode() if isinstance(item, str) else item for item in values]
+      inputs[entry['name']] = np.asarray(values, dtype).reshape([1, len(values)])
+    return inputs
+
+  def scores_one(self, inputs: Dict[str, np.ndarray]) -> np.ndarray:
+    """Scores of one example, given the flatbuffer's inputs (`row_inputs` or `raw_rows`)."""
+    return np.asarray(self.runner(**inputs)[RAW_OUTPUT_NAME], np.float32)
+
+  def classes_of(self, scores: np.ndarray) -> np.ndarray:
+    threshold = 0.5 if self.output_kind == 'probabilities' else 0.0
+    return ((scores[:, 0] > threshold).astype(np.int64) if scores.shape[-1] == 1
+            else scores.argmax(axis=-1))
+
+  def predict_rows(self, rows: List[Dict[str, object]]) -> Dict[str, np.ndarray]:
+    """Scores, classes and (with a label vocabulary) labels of raw rows, one call each."""
+    scores = np.concatenate([self.scores_one(self.row_inputs(row)) for row in rows])
+    classes = self.classes_of(scores)
+    outputs = {'logits' if self.output_kind == 'logits' else 'probabilities': scores,
+               'classes': classes}
+    vocabulary = self.serving.get('label_vocabulary')
+    if vocabulary:
+      outputs['labels'] = np.array([vocabulary[index] for index in classes], dtype=object)
+    return outputs
+
+
+def load_raw_flatbuffer(model_dir: str, num_threads: int = 1) -> RawFlatbufferPredictor:
+  """Loads a folder's `model_raw.tflite` (LiteRT or TensorFlow's interpreter, and numpy).
+
+  Raises:
+    FileNotFoundError: when the folder has no raw-input flatbuffer (its `serving.json`
+      says why: an op of the transform with no TFLite builtin, named).
+  """
+  return RawFlatbufferPredictor(model_dir, num_threads=num_threads)
 
 
 def load_tflite(model_dir: str, num_threads: int = 1) -> TFLitePredictor:

@@ -17,6 +17,9 @@ LATENCY_RUNS_KEY = 'latency_runs'
 LABEL_COLUMN_KEY = 'label_column'
 LABEL_KEY_KEY = 'label_key'
 STRICT_INT8_KEY = 'strict_int8'
+SPARSE_ENCODING_KEY = 'sparse_encoding'
+RAW_EXAMPLES_KEY = 'raw_examples'
+SPARSE_ENCODINGS = ('auto', 'never')
 QUANTIZED_MODEL_KEY = 'quantized_model'
 METRICS_KEY = 'metrics'
 
@@ -35,6 +38,7 @@ class QuantizerSpec(types.ComponentSpec):
       LABEL_COLUMN_KEY: component_spec.ExecutionParameter(type=str),
       LABEL_KEY_KEY: component_spec.ExecutionParameter(type=str),
       STRICT_INT8_KEY: component_spec.ExecutionParameter(type=int),
+      SPARSE_ENCODING_KEY: component_spec.ExecutionParameter(type=str, optional=True),
   }
   INPUTS = {
       standard_component_specs.MODEL_KEY:
@@ -43,6 +47,9 @@ class QuantizerSpec(types.ComponentSpec):
           component_spec.ChannelParameter(type=standard_artifacts.Examples),
       standard_component_specs.TRANSFORM_GRAPH_KEY:
           component_spec.ChannelParameter(type=standard_artifacts.TransformGraph),
+      # ExampleGen's raw examples: calibration and checks of the raw-input flatbuffer.
+      RAW_EXAMPLES_KEY:
+          component_spec.ChannelParameter(type=standard_artifacts.Examples, optional=True),
   }
   OUTPUTS = {
       # Named like Pusher's `pushed_model`: a spec can't reuse the input key `model`.
