@@ -3,6 +3,7 @@
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,6 +92,23 @@ def executor_inputs(transformed_uri: str, graph_uri: str) -> dict:
   graph = standard_artifacts.TransformGraph()
   graph.uri = graph_uri
   return {'examples': [examples], 'transform_graph': [graph]}
+
+
+def litert_python(work_dir: str) -> str:
+  """A virtual environment with requirements/litert.txt only (LiteRT, numpy): a device's.
+
+  Made once under `work_dir` and reused; returns its python.
+  """
+  environment = os.path.join(work_dir, 'litert-venv')
+  python = os.path.join(environment, 'bin', 'python')
+  marker = os.path.join(environment, '.installed')
+  if not os.path.exists(marker):
+    subprocess.run([sys.executable, '-m', 'venv', '--clear', environment], check=True)
+    subprocess.run([python, '-m', 'pip', 'install', '--quiet', '--disable-pip-version-check',
+                    '-r', os.path.join(results.REPOSITORY, 'requirements', 'litert.txt')],
+                   check=True, stdout=subprocess.DEVNULL)
+    open(marker, 'w').close()
+  return python
 
 
 class Stopwatch:

@@ -8,6 +8,14 @@ folder size as the Pusher pushes it, batch-1 latency from a raw tf.Example).
 Model-file ratios (TFLite flatbuffers, gzipped where sparsity is the point)
 sit beside the pushed-folder ratios, which include the transform graph.
 
+What a device ships: the int8 Quantizer also writes `model_raw.tflite`, the
+transform and the model in one flatbuffer over raw columns. It runs on raw `test`
+rows in a separate environment with LiteRT and numpy only (requirements/litert.txt),
+against the TensorFlow path (`predict_raw` of the same folder), and its size and
+batch-1 latency are set against the float SavedModel (folder size, `serving_default`
+on one serialized raw example). A pruned model is also converted with TFLite's
+sparse encoding, and the Quantizer keeps whichever file wins.
+
 Int8 latency is then timed on the model alone, float32 and int8 flatbuffers of
 the same model in alternation, under each setting a Python user can change:
 interpreter threads, the op resolver (XNNPACK by default, or without it),
@@ -20,6 +28,7 @@ Usage:
 import json
 import os
 import statistics
+import subprocess
 import time
 
 import numpy as np
@@ -40,6 +49,7 @@ from tfx_distillery.components.pruner import executor as pruner_executor
 from tfx_distillery.components.quantizer import conversion
 from tfx_distillery.components.quantizer import executor as quantizer_executor
 from tfx_distillery.components.quantizer import predict
+from tfx_distillery.components.quantizer import raw_model
 from tfx_distillery.pipelines import datasets
 
 QUANTIZATION_MODES = ('dynamic_range', 'float16', 'full_integer', 'qat')
@@ -47,11 +57,13 @@ PRUNING_STEPS = {'digits': 2000, 'taxi': 600}
 SPARSITIES = (0.5, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.96, 0.97, 0.98)
 MAX_ACCURACY_DROP = 0.01
 LATENCY_RUNS = 300
-TARGETS = {'pruned_int8_ratio': 40.0, 'int8_latency_ratio': 1.0}
+TARGETS = {'pruned_int8_ratio': 40.0, 'int8_latency_ratio': 1.0, 'raw_agreement': 0.995,
+           'device_ratio': {'digits': 20.0, 'taxi': 5.0}, 'raw_latency_ratio': 0.5,
+           'shipped_pruned_ratio': 15.0}
 
 
 def quantize(inputs: dict, model, mode: str, label_column: str, output_dir: str) -> dict:
-  """Runs the Quantizer executor; returns its metrics and its output folders."""
+  """Runs the Quantizer executor (raw examples given); returns its metrics and output folders."""
   quantized = common.artifact(standard_artifacts.Model, os.path.join(output_dir, mode))
   metrics = common.artifact(artifacts.ModelMetrics, os.path.join(output_dir, mode + '-metrics'))
   quantizer_executor.Executor().Do(
@@ -154,12 +166,76 @@ def latency_settings(keras_model, calibration, float_flatbuffer: bytes) -> list:
   return rows
 
 
+def raw_rows_as_json(serialized, inputs) -> list:
+  """Raw rows as a device holds them: {column: [values]} (empty where missing), text decoded."""
+  rows = []
+  for row in raw_model.raw_rows(serialized, inputs):
+    rows.append({entry['column']: [value.decode() if isinstance(value, bytes) else value.item()
+                                   for value in row[entry['name']][0]] for entry in inputs})
+  return rows
+
+
+def saved_model_latency_ms(model_dir: str, serialized_example: bytes) -> float:
+  """Median batch-1 `serving_default` call on one serialized raw example (TF Serving's work)."""
+  serve = tf.saved_model.load(model_dir).signatures['serving_default']
+  example = tf.constant([serialized_example])
+  return measuring.median_latency_ms(lambda: serve(examples=example), LATENCY_RUNS)
+
+
+def device_figures(quantized: dict, input_model_dir: str, test_set, label_column: str,
+                   work_dir: str) -> dict:
+  """model_raw.tflite against the TensorFlow path and the float SavedModel, on test.
+
+  The flatbuffer runs in a LiteRT-only environment (a subprocess); the TensorFlow
+  path is the same folder's `predict_raw`.
+  """
+  folder = quantized['folder']
+  with open(os.path.join(folder, predict.SERVING_FILE_NAME)) as handle:
+    serving = json.load(handle)
+  saved_model_bytes = measuring.size_bytes(input_model_dir)
+  if not serving.get('raw_model'):
+    return {'refused': serving['raw_model_refused'], 'saved_model_bytes': saved_model_bytes}
+  serialized = test_set.every_raw_example
+  tensorflow_classes = predict.load_tflite(folder).predict_raw(serialized)['classes']
+  rows_path = os.path.join(work_dir, 'raw-rows.json')
+  with open(rows_path, 'w') as handle:
+    json.dump(raw_rows_as_json(serialized, serving['raw_model']['inputs']), handle)
+  result = subprocess.run(
+      [common.litert_python(os.path.dirname(work_dir)),
+       os.path.join(results.REPOSITORY, 'benchmarks', 'litert_run.py'), folder, rows_path,
+       str(LATENCY_RUNS)], check=True, capture_output=True, text=True)
+  litert = json.loads(result.stdout.strip().splitlines()[-1])
+  classes = np.array(litert['classes'])
+  flatbuffer_bytes = os.path.getsize(os.path.join(folder, predict.RAW_MODEL_FILE_NAME))
+  saved_model_ms = saved_model_latency_ms(
+      input_model_dir, measuring.strip_feature(serialized[0], label_column))
+  return {
+      'flatbuffer_bytes': flatbuffer_bytes,
+      'saved_model_bytes': saved_model_bytes,
+      'device_ratio': saved_model_bytes / flatbuffer_bytes,
+      'agreement': float(np.mean(classes == tensorflow_classes)),
+      'litert_accuracy': float(np.mean(classes == test_set.labels)),
+      'tensorflow_accuracy': float(np.mean(tensorflow_classes == test_set.labels)),
+      'litert_latency_ms': litert['latency_ms'],
+      'saved_model_latency_ms': saved_model_ms,
+      'latency_ratio': litert['latency_ms'] / saved_model_ms,
+      'interpreter': litert['interpreter'],
+      'ops': serving['raw_model']['ops'],
+      'raw_inputs': len(serving['raw_model']['inputs']),
+      'test_examples': len(serialized),
+  }
+
+
 def run_model(name: str, work_dir: str) -> dict:
   dataset = datasets.resolve(name, work_dir)
   budget = distillation_benchmark.BUDGETS[name]
   transformed_uri, graph_uri, raw_uri = common.transform_dataset(name,
                                                                  os.path.join(work_dir, name))
   inputs = common.executor_inputs(transformed_uri, graph_uri)
+  raw_examples = standard_artifacts.Examples()
+  raw_examples.uri = raw_uri
+  raw_examples.split_names = json.dumps(list(common.SPLITS))
+  inputs['raw_examples'] = [raw_examples]
   output_dir = os.path.join(work_dir, name, f'run-{time.time_ns()}')
   teacher_uri = distillation_benchmark.train_teacher(inputs, dataset, budget,
                                                      os.path.join(output_dir, 'teacher'))
@@ -202,6 +278,9 @@ def run_model(name: str, work_dir: str) -> dict:
   dense_gzip = file_gzip_bytes(tflite_file(float32_folder))
   pruned_int8_gzip = file_gzip_bytes(tflite_file(pruned_int8['folder']))
   pruned_keras = on_test(evaluation.serving_model_path(pruned.uri))
+  device = device_figures(modes['full_integer'], evaluation.serving_model_path(model.uri),
+                          test_set, dataset.label_column, output_dir)
+  shipped_pruned_bytes = pruned_int8['flatbuffer_bytes']
   calibration = measuring.from_examples_artifact(transformed_uri, 'train', tf_transform_output,
                                                  reading.DEFAULT_LABEL_KEY, 200)
   keras_model = tf_keras.models.load_model(evaluation.serving_model_path(model.uri),
@@ -227,6 +306,10 @@ def run_model(name: str, work_dir: str) -> dict:
       'pruned_int8_acc_drop': float32['accuracy'] - pruned_int8_figures['accuracy'],
       'int8_latency_ratio': mode_rows['full_integer']['latency_ratio'],
       'latency_settings': latency_rows,
+      'device': device,
+      'sparse_encoding': pruned_int8['sparse_encoding'],
+      'shipped_pruned_bytes': shipped_pruned_bytes,
+      'shipped_pruned_ratio': float32_file / shipped_pruned_bytes,
   }
 
 
@@ -241,6 +324,35 @@ def describe(per_model: dict) -> dict:
         digits['pruned_int8_ratio'] >= TARGETS['pruned_int8_ratio'] and within))
     targets.append(results.target('digits pruned + int8 accuracy drop',
                                   digits['pruned_int8_acc_drop'], '<= 0.01', within))
+    shipped = digits['shipped_pruned_ratio']
+    targets.append(results.target(
+        'digits pruned + int8, dense float32 file / the int8 file as shipped (no gzip)',
+        shipped, f'>= {TARGETS["shipped_pruned_ratio"]:g}x at <= 0.01 drop',
+        shipped >= TARGETS['shipped_pruned_ratio'] and within))
+  for name, figures in per_model.items():
+    device = figures['device']
+    if 'refused' in device:
+      for figure, rule in (('model_raw.tflite agrees with the TensorFlow path (LiteRT only)',
+                            f'>= {TARGETS["raw_agreement"]}'),
+                           ('float SavedModel folder / model_raw.tflite (device size)',
+                            f'>= {TARGETS["device_ratio"][name]:g}x'),
+                           ('model_raw.tflite in LiteRT / SavedModel batch-1 latency',
+                            f'<= {TARGETS["raw_latency_ratio"]}')):
+        targets.append(results.target(f'{name} {figure}: refused, no flatbuffer', None, rule,
+                                      False))
+      continue
+    targets.append(results.target(
+        f'{name} model_raw.tflite agrees with the TensorFlow path (LiteRT only, test)',
+        device['agreement'], f'>= {TARGETS["raw_agreement"]}',
+        device['agreement'] >= TARGETS['raw_agreement']))
+    targets.append(results.target(
+        f'{name} float SavedModel folder / model_raw.tflite (device size)',
+        device['device_ratio'], f'>= {TARGETS["device_ratio"][name]:g}x',
+        device['device_ratio'] >= TARGETS['device_ratio'][name]))
+    targets.append(results.target(
+        f'{name} model_raw.tflite in LiteRT / SavedModel serving_default, batch-1 latency',
+        device['latency_ratio'], f'<= {TARGETS["raw_latency_ratio"]}',
+        device['latency_ratio'] <= TARGETS['raw_latency_ratio']))
   for name, figures in per_model.items():
     best = min(figures['latency_settings'], key=lambda row: row['ratio'])
     targets.append(results.target(
@@ -275,6 +387,38 @@ def describe(per_model: dict) -> dict:
           figures['pruned_int8_folder_gzip_ratio']],
          ['pruned + int8: test accuracy / drop',
           f'{figures["pruned_int8_accuracy"]:.4f} / {figures["pruned_int8_acc_drop"]:+.4f}']]))
+    device = figures['device']
+    if 'refused' in device:
+      tables.append(results.table(
+          f'{figures["model"]}: what a device ships (int8)', ['figure', 'value'],
+          [['model_raw.tflite', 'refused: ' + device['refused']],
+           ['float SavedModel folder (B)', device['saved_model_bytes']]]))
+    else:
+      tables.append(results.table(
+          f'{figures["model"]}: what a device ships (int8 model_raw.tflite, '
+          f'{device["raw_inputs"]} raw columns in, test {device["test_examples"]:,} examples)',
+          ['figure', 'value'],
+          [['model_raw.tflite (B), the whole download', device['flatbuffer_bytes']],
+           ['float SavedModel folder (B)', device['saved_model_bytes']],
+           ['SavedModel / flatbuffer size', device['device_ratio']],
+           ['classes agreeing with the TensorFlow path (LiteRT only)', device['agreement']],
+           ['test accuracy: LiteRT / TensorFlow path',
+            f'{device["litert_accuracy"]:.4f} / {device["tensorflow_accuracy"]:.4f}'],
+           ['batch-1 latency (ms): LiteRT on raw columns / SavedModel serving_default',
+            f'{device["litert_latency_ms"]:.3f} / {device["saved_model_latency_ms"]:.3f}'],
+           ['latency ratio', device['latency_ratio']],
+           ['interpreter', device['interpreter']],
+           ['ops in the flatbuffer', ', '.join(device['ops'])]]))
+    sparse = figures['sparse_encoding']
+    if sparse:
+      tables.append(results.table(
+          f'{figures["model"]}: pruned int8, dense against sparse encoding (eval)',
+          ['encoding', 'file (B)', 'batch-1 latency (ms)', 'classes agree with dense',
+           'shipped'],
+          [['dense', sparse['dense_bytes'], sparse['dense_latency_ms'], 1.0,
+            not sparse['kept']],
+           ['sparse (EXPERIMENTAL_SPARSITY)', sparse['sparse_bytes'],
+            sparse['sparse_latency_ms'], sparse['agreement'], sparse['kept']]]))
     tables.append(results.table(
         f'{figures["model"]}: int8 against float32 model latency by setting (batch 1, ms, '
         'median of 1,000 invokes each, in alternation)',
@@ -294,6 +438,13 @@ def describe(per_model: dict) -> dict:
       'targets': targets,
       'tables': tables,
       'notes': [
+          'model_raw.tflite runs in a separate virtual environment with requirements/litert.txt '
+          'only (LiteRT and numpy; TensorFlow is not importable there). Its latency is one raw '
+          'row made into inputs and run (1 interpreter thread); the SavedModel\'s is '
+          '`serving_default` on one serialized raw example (parse, transform, model; '
+          'TensorFlow\'s default threads).',
+          'A refused flatbuffer names the transform ops with no TFLite builtin; the folder '
+          'route (TFLite model with transform_graph/) still serves with TensorFlow.',
           'Latency by setting times the model alone (the transform graph is the same for '
           'both), so it shows what each setting does to int8 against float32.',
       ],

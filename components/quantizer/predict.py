@@ -197,7 +197,7 @@ class RawFlatbufferPredictor:
       values = list(value) if isinstance(value, (list, tuple, np.ndarray)) else [value]
       if dtype is object:
         values = [item.encode() if isinstance(item, str) else item for item in values]
-      inputs[entry['name']] = np.asarray(values, dtype).reshape([1, len(values)])
+      inputs[entry['name']] = np.asarray(values, dtype).reshape(entry['shape'])
     return inputs
 
   def scores_one(self, inputs: Dict[str, np.ndarray]) -> np.ndarray:

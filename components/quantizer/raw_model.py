@@ -5,7 +5,7 @@ numpy: the z-scores, vocabularies and buckets of the user's preprocessing_fn run
 inside it, as TFLite builtins, so training and serving cannot drift apart. Inputs
 are the raw columns (the label column excluded), one tensor per column, batch 1:
 
-- a column every example has (`FixedLenFeature`): shape `[1, 1]`;
+- a column every example has (`FixedLenFeature` of shape `s`): shape `[1, *s]`;
 - a column that may be missing (`VarLenFeature`): shape `[1, n]`, `n = 0` when the
   value is missing, so the transform fills it in exactly as it does in TensorFlow.
 
@@ -56,7 +56,8 @@ def raw_inputs(tf_transform_output, label_column: str) -> List[dict]:
     if column == label_column:
       continue
     if isinstance(spec, tf.io.FixedLenFeature):
-      shape = [1] + [int(size) for size in spec.shape] if spec.shape else [1, 1]
+      # As tf.io.parse_example gives it, at batch 1: what the transform was traced with.
+      shape = [1] + [int(size) for size in spec.shape]
       optional = False
     elif isinstance(spec, tf.io.VarLenFeature):
       shape, optional = [1, -1], True

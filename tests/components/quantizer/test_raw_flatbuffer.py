@@ -1,0 +1,211 @@
+"""model_raw.tflite: raw columns in, transform inside, run where TensorFlow is not installed.
+
+One digits pipeline (teacher, student, pruned, int8 of both, gate, push) gives the
+pushed folder; a fresh virtual environment with only LiteRT and numpy (from
+requirements/litert.txt) runs its flatbuffer on raw test rows.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tfx import v1 as tfx
+
+from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.gate import report
+from tfx_distillery.components.quantizer import predict
+from tfx_distillery.components.quantizer import raw_model
+from tfx_distillery.pipelines import datasets
+from tfx_distillery.pipelines import pipeline
+from tfx_distillery.pipelines import summary
+from tests import helpers
+from tests.reliability import digits_pipeline
+
+PIPELINE_NAME = 'raw-flatbuffer-digits'
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+QUANTIZER_README = os.path.join(REPOSITORY, 'components', 'quantizer', 'README.md')
+TEST_ROWS = 150
+
+
+@pytest.fixture(scope='module')
+def digits_run(tmp_path_factory):
+  workspace = str(tmp_path_factory.mktemp('digits'))
+  digits_pipeline.write_data(workspace, rows=900)
+  digits = datasets.resolve('digits', os.path.join(workspace, 'unused'))
+  metadata_path = os.path.join(workspace, 'metadata.sqlite')
+  tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
+      pipeline_name=PIPELINE_NAME, pipeline_root=os.path.join(workspace, 'root'),
+      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+          metadata_path),
+      components=pipeline.create_components(
+          data_root=os.path.join(workspace, 'data'),
+          transform_module_file=digits.transform_module_file,
+          teacher_module_file=digits.teacher_module_file,
+          student_module_file=digits.student_module_file,
+          label_column=digits.label_column, schema_path=digits.schema_file,
+          serving_model_dir=os.path.join(workspace, 'serving'), train_steps=150,
+          eval_steps=2, student_train_steps=300, num_shards=2, pruning_steps=100,
+          pruning={'sparsities': (0.8,)}, max_accuracy_drop=1.0)))
+  return workspace, summary.summarize_run(metadata_path, PIPELINE_NAME)
+
+
+def raw_rows(workspace: str, count: int):
+  """Raw test rows as a device has them: {column: value}, the label apart."""
+  serialized = evaluation.read_serialized_examples(os.path.join(
+      workspace, 'root', 'CsvExampleGen', 'examples', '*', 'Split-test', '*'), limit=count)
+  rows, labels = [], []
+  for example in serialized:
+    features = tf.train.Example.FromString(example).features.feature
+    row = {name: int(feature.int64_list.value[0]) for name, feature in features.items()}
+    labels.append(row.pop('label'))
+    rows.append(row)
+  return serialized, rows, np.array(labels)
+
+
+@pytest.fixture(scope='module')
+def litert_python(tmp_path_factory):
+  """A fresh environment with requirements/litert.txt only: LiteRT and numpy, no TensorFlow."""
+  environment = str(tmp_path_factory.mktemp('litert') / 'venv')
+  subprocess.run([sys.executable, '-m', 'venv', environment], check=True, timeout=300)
+  python = os.path.join(environment, 'bin', 'python')
+  install = subprocess.run(
+      [python, '-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '-r',
+       os.path.join(REPOSITORY, 'requirements', 'litert.txt')],
+      capture_output=True, text=True, timeout=600, check=False)
+  assert install.returncode == 0, install.stderr[-3000:]
+  return python
+
+
+def readme_example() -> str:
+  """The Quantizer README's LiteRT example (the ```python block after 'Without TensorFlow')."""
+  with open(QUANTIZER_README) as handle:
+    text = handle.read()
+  return re.search(r'Without TensorFlow.*?```python\n(.*?)```', text, re.S).group(1)
+
+
+def test_the_gate_measures_the_raw_flatbuffer_and_keeps_the_folder_figures(digits_run):
+  workspace, run_summary = digits_run
+  decision = run_summary.gate_decision
+  int8 = [candidate for candidate in decision['candidates']
+          if candidate['name'].endswith('_full_integer')]
+  assert len(int8) == 2
+  for candidate in int8:
+    path = os.path.join(candidate['model_dir'], predict.RAW_MODEL_FILE_NAME)
+    assert candidate['format'] == 'tflite_raw'
+    # The size is what a device downloads: the flatbuffer alone, not the folder.
+    assert candidate['size_bytes'] == os.path.getsize(path)
+    assert candidate['folder']['size_bytes'] > 5 * candidate['size_bytes']
+    assert candidate['folder']['format'] == 'tflite'
+    assert abs(candidate['accuracy'] - candidate['folder']['accuracy']) <= 0.02
+  assert decision['chosen'] in {candidate['name'] for candidate in int8}
+  [page_path] = tf.io.gfile.glob(os.path.join(workspace, 'root', 'AccuracyGate', '*', '*',
+                                              report.HTML_FILE_NAME))
+  with open(page_path) as page:
+    assert 'What a device downloads: <code>model_raw.tflite</code>' in page.read()
+
+
+def test_the_quantizer_checks_the_raw_flatbuffer_against_the_folder(digits_run):
+  workspace, _ = digits_run
+  for metrics_path in tf.io.gfile.glob(os.path.join(
+      workspace, 'root', 'Quantizer_*', 'metrics', '*', 'metrics.json')):
+    with open(metrics_path) as handle:
+      metrics = json.load(handle)
+    assert metrics['raw_model_refused'] is None
+    assert metrics['raw_model']['agreement_with_folder'] >= 0.98
+    assert 'FULLY_CONNECTED' in metrics['raw_model']['ops']
+    assert metrics['raw_model']['accuracy'] > metrics['raw_model']['majority_accuracy']
+
+
+def test_a_pruned_model_is_tried_with_the_sparse_encoding_and_kept_only_when_it_wins(digits_run):
+  workspace, _ = digits_run
+  [metrics_path] = tf.io.gfile.glob(os.path.join(
+      workspace, 'root', 'Quantizer_pruned_full_integer', 'metrics', '*', 'metrics.json'))
+  with open(metrics_path) as handle:
+    metrics = json.load(handle)
+  sparse = metrics['sparse_encoding']
+  assert metrics['zero_weight_share'] >= 0.7 and sparse is not None
+  wins = (sparse['sparse_bytes'] < sparse['dense_bytes'] and sparse['agreement'] >= 0.995)
+  assert sparse['kept'] == wins, sparse
+  shipped = sparse['sparse_bytes'] if sparse['kept'] else sparse['dense_bytes']
+  assert metrics['flatbuffer_bytes'] == shipped
+  assert sparse['dense_latency_ms'] > 0 and sparse['sparse_latency_ms'] > 0
+  [student_metrics] = tf.io.gfile.glob(os.path.join(
+      workspace, 'root', 'Quantizer_student_full_integer', 'metrics', '*', 'metrics.json'))
+  with open(student_metrics) as handle:
+    assert json.load(handle)['sparse_encoding'] is None  # A dense model is not tried.
+
+
+def test_the_pushed_flatbuffer_runs_with_litert_alone_and_agrees_with_tensorflow(
+    digits_run, litert_python, tmp_path):
+  workspace, run_summary = digits_run
+  pushed = run_summary.pushed_destination
+  assert os.path.exists(os.path.join(pushed, predict.RAW_MODEL_FILE_NAME))
+  serialized, rows, labels = raw_rows(workspace, TEST_ROWS)
+  expected = predict.load_tflite(pushed).predict_raw(serialized)['classes']
+  (tmp_path / 'rows.json').write_text(json.dumps(rows))
+  script = (
+      'import json, sys\n'
+      'try:\n'
+      '  import tensorflow\n'
+      '  sys.exit("tensorflow is importable here")\n'
+      'except ImportError:\n'
+      '  pass\n'
+      'import predict\n'
+      'assert predict.interpreter_class().__module__.startswith("ai_edge_litert")\n'
+      'rows = json.load(open(sys.argv[1]))\n'
+      'classes = predict.load_raw_flatbuffer(".").predict_rows(rows)["classes"]\n'
+      'print(json.dumps(classes.tolist()))\n')
+  result = subprocess.run([litert_python, '-c', script, str(tmp_path / 'rows.json')],
+                          cwd=pushed, capture_output=True, text=True, timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  got = np.array(json.loads(result.stdout.strip().splitlines()[-1]))
+  assert got.shape == expected.shape
+  assert np.mean(got == expected) >= 0.98
+  assert np.mean(got == labels) > 0.3  # Ten classes: far above chance.
+
+
+def test_the_readme_example_runs_with_litert_alone(digits_run, litert_python, tmp_path):
+  workspace, run_summary = digits_run
+  pushed = run_summary.pushed_destination
+  serialized, rows, _ = raw_rows(workspace, 1)
+  expected = predict.load_tflite(pushed).predict_raw(serialized)['classes'][0]
+  script = (f'folder = {pushed!r}\nrow = {rows[0]!r}\n' + readme_example())
+  result = subprocess.run([litert_python, '-c', script], capture_output=True, text=True,
+                          timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.strip().splitlines()[-1] == str(expected)
+
+
+def test_a_missing_column_is_refused_by_name(digits_run):
+  _, run_summary = digits_run
+  predictor = predict.load_raw_flatbuffer(run_summary.pushed_destination)
+  with pytest.raises(ValueError, match="raw column 'pixel_00' is missing"):
+    predictor.row_inputs({'pixel_01': 3})
+
+
+def test_a_transform_op_without_a_tflite_builtin_is_refused_by_name(data, teacher):
+  """Our tabular transform keeps out-of-vocabulary buckets (tf.StringToHashBucketFast)."""
+  import tensorflow_transform as tft  # pylint: disable=g-import-not-at-top
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  _, graph, _ = data
+  model = tf_keras.models.load_model(os.path.join(teacher.uri, 'Format-Serving'), compile=False)
+  with pytest.raises(raw_model.RawInputUnsupported,
+                     match=r'no TFLite builtin.*StringToHashBucketFast.*folder route'):
+    raw_model.convert(model, tft.TFTransformOutput(graph.uri), 'species')
+
+
+def test_raw_inputs_name_each_column_and_say_which_may_be_missing(data):
+  import tensorflow_transform as tft  # pylint: disable=g-import-not-at-top
+  inputs = raw_model.raw_inputs(tft.TFTransformOutput(data[1].uri), 'species')
+  assert 'species' not in {entry['column'] for entry in inputs}
+  assert {entry['column'] for entry in inputs} == set(helpers.SYNTHETIC_RAW_SPEC) - {'species'}
+  for entry in inputs:
+    assert entry['name'] == raw_model.input_name(entry['column'])
+    # The synthetic spec is FixedLenFeature([]): parse_example gives [batch], so [1].
+    assert entry['shape'] == [1] and not entry['optional']
