@@ -71,15 +71,78 @@ def fill_in_missing(tensor, default_value=None):
   return tf.reshape(tensor, [-1])
 
 
-def as_category_strings(tensor):
-  """Category codes (integers or strings) as strings, '' where the value is missing."""
-  if tensor.dtype == tf.string:
-    return fill_in_missing(tensor, '')
-  if isinstance(tensor, tf.sparse.SparseTensor):
-    tensor = tf.SparseTensor(tensor.indices, tf.strings.as_string(tensor.values),
-                             tensor.dense_shape)
-    return fill_in_missing(tensor, '')
-  return tf.reshape(tf.strings.as_string(tensor), [-1])
+# Ids of `vocabulary_ids`: a missing value, then a value outside the vocabulary, then the
+# vocabulary's own ids.
+MISSING_ID = 0
+OUT_OF_VOCABULARY_ID = 1
+
+
+def _set_id_domain(ids: tf.Tensor, largest) -> tf.Tensor:
+  """Records in the transformed schema that `ids` lie in [0, largest]: the embedding size."""
+  tft.schema_inference.set_tensor_schema_override(
+      ids, tf.constant(0, ids.dtype), tf.cast(largest, ids.dtype))
+  return ids
+
+
+def vocabulary_ids(values, top_k: int) -> tf.Tensor:
+  """Strings to ids through a vocabulary held in the graph, with ops TFLite has as builtins.
+
+  `tft.compute_and_apply_vocabulary` keeps its vocabulary in a file and looks it up
+  in a hash table filled from that file, which the TFLite converter leaves empty;
+  its out-of-vocabulary buckets hash (tf.StringToHashBucketFast), and filling a
+  missing string in first needs SparseToDense on strings: none of these runs in
+  one flatbuffer over raw columns. Here the analyzer (`tft.count_per_key`) puts the
+  `top_k` most frequent values into the graph as a constant, and each value is
+  compared with them (EQUAL, ARG_MAX). Ids are `MISSING_ID` for a missing value,
+  `OUT_OF_VOCABULARY_ID` for one the vocabulary lacks, then 2 + the value's rank.
+
+  Args:
+    values: A raw string column: dense [batch] or [batch, 1], or sparse [batch, 1].
+    top_k: The vocabulary keeps the `top_k` most frequent values.
+
+  Returns:
+    Dense int64 ids of shape [batch], with their domain in the schema.
+  """
+  sparse = isinstance(values, tf.sparse.SparseTensor)
+  present = values.values if sparse else tf.reshape(values, [-1])
+  keys, counts = tft.count_per_key(present)
+  counts, order = tf.math.top_k(counts, k=tf.minimum(top_k, tf.size(counts)))
+  keys = tf.gather(keys, order)
+  matches = tf.equal(tf.expand_dims(present, -1), keys)
+  ids = tf.where(tf.reduce_any(matches, -1),
+                 tf.argmax(tf.cast(matches, tf.int32), -1, output_type=tf.int64) + 2,
+                 tf.constant(OUT_OF_VOCABULARY_ID, tf.int64))
+  if sparse:
+    # Looked up where a value is present; a missing one gets its own id.
+    ids = tf.reshape(tf.sparse.to_dense(
+        tf.SparseTensor(values.indices, ids, [values.dense_shape[0], 1]), MISSING_ID), [-1])
+  return _set_id_domain(ids, tf.cast(tf.size(keys), tf.int64) + 1)
+
+
+def category_ids(values, num_buckets: int) -> tf.Tensor:
+  """Integer codes (hours, areas, tracts) to ids in [0, num_buckets), without text.
+
+  `MISSING_ID` for a missing or negative code, else 1 + the code modulo
+  `num_buckets - 1` (codes below that keep one id each; larger ones share ids by
+  remainder). TFLite has no op that writes numbers as text (tf.strings.as_string),
+  so this keeps the flatbuffer over raw columns possible.
+  """
+  codes = fill_in_missing(values, tf.cast(-1, values.dtype))
+  codes = tf.cast(codes, tf.int64)
+  ids = tf.where(codes < 0, tf.constant(MISSING_ID, tf.int64),
+                 tf.math.floormod(codes, num_buckets - 1) + 1)
+  return _set_id_domain(ids, num_buckets - 1)
+
+
+def quantile_buckets(values: tf.Tensor, num_buckets: int) -> tf.Tensor:
+  """Bucket ids by quantiles, as `tft.bucketize` gives them, with TFLite builtins.
+
+  tft.bucketize applies its boundaries with tf.UpperBound, which TFLite lacks; a
+  comparison with each boundary, summed, gives the same ids.
+  """
+  boundaries = tft.quantiles(values, num_buckets, epsilon=0.01)
+  ids = tf.reduce_sum(tf.cast(tf.expand_dims(values, -1) >= boundaries, tf.int64), axis=-1)
+  return _set_id_domain(ids, num_buckets - 1)
 
 
 def set_label_domain(label: tf.Tensor, num_classes: int) -> tf.Tensor:

@@ -10,7 +10,6 @@ import tensorflow_transform as tft
 from tfx_distillery.trainer_modules import base
 
 VOCABULARY_SIZE = 1000
-OOV_BUCKETS = 1
 
 
 # Called by Transform with custom_config={'label_column': ...}.
@@ -31,14 +30,12 @@ def preprocessing_fn(inputs, custom_config):
   outputs = {}
   names = base.transformed_names(key for key in inputs if key != label_column)
   for key, name in names.items():
-    values = base.fill_in_missing(inputs[key])
-    if values.dtype == tf.string:
-      # The vocabulary file is named like the feature: a file name needs no spaces either.
-      outputs[name] = tft.compute_and_apply_vocabulary(
-          values, top_k=VOCABULARY_SIZE, num_oov_buckets=OOV_BUCKETS,
-          vocab_filename=name[:-len('_xf')])
+    if inputs[key].dtype == tf.string:
+      # Ids with TFLite builtins only (missing, out of vocabulary, then the vocabulary).
+      outputs[name] = base.vocabulary_ids(inputs[key], VOCABULARY_SIZE)
     else:
-      outputs[name] = tft.scale_to_z_score(tf.cast(values, tf.float32))
+      outputs[name] = tft.scale_to_z_score(tf.cast(base.fill_in_missing(inputs[key]),
+                                                   tf.float32))
   label = base.fill_in_missing(inputs[label_column])
   if label.dtype != tf.string:
     label = tf.strings.as_string(label)

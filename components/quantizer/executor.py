@@ -115,9 +115,18 @@ class Executor(base_executor.BaseExecutor):
     eval_set = measuring.from_examples_artifact(
         examples.uri, measuring.CHOOSE_SPLIT, tf_transform_output, label_key,
         int(exec_properties[quantizer_spec.EVAL_EXAMPLES_KEY]))
-    calibration = measuring.from_examples_artifact(
-        examples.uri, 'train', tf_transform_output, label_key,
-        int(exec_properties[quantizer_spec.REPRESENTATIVE_SAMPLES_KEY]))
+    raw_examples = input_dict.get(quantizer_spec.RAW_EXAMPLES_KEY)
+    label_column = exec_properties[quantizer_spec.LABEL_COLUMN_KEY]
+    samples = int(exec_properties[quantizer_spec.REPRESENTATIVE_SAMPLES_KEY])
+    if raw_examples:
+      # The raw rows model_raw.tflite calibrates on, transformed: both flatbuffers get the
+      # same ranges, so their classes agree.
+      calibration = measuring.from_raw_examples(
+          artifact_utils.get_single_uri(raw_examples), 'train', tf_transform_output, label_key,
+          label_column, samples)
+    else:
+      calibration = measuring.from_examples_artifact(examples.uri, 'train', tf_transform_output,
+                                                     label_key, samples)
     output_kind = input_scorer.output_kind or input_scorer.resolve_output_kind(
         next(eval_set.batches(64)))
 
@@ -134,7 +143,6 @@ class Executor(base_executor.BaseExecutor):
     flatbuffer = conversion.convert(model, mode, representative_features, io_type, strict_int8)
     float_flatbuffer = conversion.convert(tf_keras.models.load_model(input_model_dir,
                                                                      compile=False))
-    label_column = exec_properties[quantizer_spec.LABEL_COLUMN_KEY]
     sparse_figures = None
     sparse_choice = exec_properties.get(quantizer_spec.SPARSE_ENCODING_KEY) or 'auto'
     zero_share = conversion.zero_weight_share(model)
@@ -156,7 +164,6 @@ class Executor(base_executor.BaseExecutor):
                'sparse_encoding': bool(sparse_figures and sparse_figures['kept'])}
     float_serving = {**serving, 'mode': 'float32', 'sparse_encoding': False,
                      'raw_model': None, 'raw_model_refused': 'the float32 reference folder'}
-    raw_examples = input_dict.get(quantizer_spec.RAW_EXAMPLES_KEY)
     raw_flatbuffer = None
     if raw_examples:
       raw_flatbuffer, serving['raw_model'], serving['raw_model_refused'] = self._raw_flatbuffer(
@@ -271,9 +278,18 @@ class Executor(base_executor.BaseExecutor):
                   '%d raw columns (%s)', len(inputs), mode)
       content = raw_model.convert(model, tf_transform_output, label_column, mode,
                                   lambda: iter(rows), sparse=sparse)
+      raw_model.check_runs(content, rows[:8])
     except raw_model.RawInputUnsupported as error:
       logger.warning('WARNING: Quantizer: no raw-input flatbuffer: %s', error)
       return None, None, str(error)
+    except Exception as error:  # pylint: disable=broad-except
+      # The converter's own failures (ConverterError and others): the folder route still
+      # serves, so this output is left out with the converter's first line, not a traceback.
+      reason = (f'the TFLite converter failed on the transform and model together ({mode}): '
+                f'{conversion.first_line_naming_an_op(str(error))}. The folder route still '
+                'serves raw examples with TensorFlow.')
+      logger.warning('WARNING: Quantizer: no raw-input flatbuffer: %s', reason)
+      return None, None, reason
     entry = {'file': predict.RAW_MODEL_FILE_NAME, 'inputs': inputs,
              'ops': raw_model.transform_ops(content), 'output': predict.RAW_OUTPUT_NAME}
     return content, entry, None

@@ -110,6 +110,37 @@ def _composite(model, tf_transform_output, inputs: List[dict]) -> tf.Module:
   return RawInputModel()
 
 
+def calibration_rows(rows: List[Dict[str, np.ndarray]], inputs: List[dict]
+                     ) -> List[Dict[str, np.ndarray]]:
+  """Rows of one shape for the calibrator: each optional input as exactly one value.
+
+  The converter's calibrator sizes the interpreter's inputs from the first row it is
+  fed and refuses rows of other shapes, while a row with a missing value has a
+  `[1, 0]` input where another has `[1, 1]`. Keeping only rows of one pattern biases
+  the activation ranges (on taxi, rows without a company are mostly cash trips, and
+  the calibrated logits lost every big tipper), so a missing value is given the
+  column's zero ('' or 0) for calibration only: ranges come from every row.
+  """
+  shaped = []
+  for row in rows:
+    row = dict(row)
+    for entry in inputs:
+      if not entry['optional']:
+        continue
+      value = row[entry['name']]
+      if value.shape[-1] == 0:
+        value = np.zeros([1, 1], value.dtype) if value.dtype != object else np.array(
+            [[b'']], dtype=object)
+      row[entry['name']] = value[:, :1]
+    for entry in inputs:
+      if entry['dtype'] == 'string':
+        # The calibrator reads numpy object arrays of bytes wrongly (every string then
+        # missed the vocabulary, and the calibrated logits lost one class): fixed-width bytes.
+        row[entry['name']] = row[entry['name']].astype(np.bytes_)
+    shaped.append(row)
+  return shaped
+
+
 def flex_ops(message: str) -> List[str]:
   """The TensorFlow ops a conversion error names as having no TFLite builtin."""
   found = FLEX_SUMMARY.findall(message)
@@ -155,9 +186,10 @@ def convert(model, tf_transform_output, label_column: str, mode: Optional[str] =
     if mode in ('full_integer', 'qat'):
       if representative_rows is None:
         raise ValueError(f'mode {mode!r} needs representative_rows for calibration.')
+      rows = calibration_rows(list(representative_rows()), inputs)
 
       def representative_dataset():
-        for row in representative_rows():
+        for row in rows:
           yield {entry['name']: row[entry['name']] for entry in inputs}
 
       converter.representative_dataset = representative_dataset
@@ -176,6 +208,31 @@ def convert(model, tf_transform_output, label_column: str, mode: Optional[str] =
           'TFLite has (for example integer vocabularies without tf.strings.as_string, '
           'num_oov_buckets=0, and boundaries compared with tf.greater_equal instead of '
           'tft.bucketize).') from error
+
+
+def check_runs(flatbuffer: bytes, rows: List[Dict[str, np.ndarray]]) -> None:
+  """Invokes the flatbuffer on a few raw rows; a conversion can succeed and still not run.
+
+  Raises:
+    RawInputUnsupported: naming the op that failed. A vocabulary that
+      `tft.compute_and_apply_vocabulary` reads from a file becomes a TFLite hash
+      table that the converter leaves empty ("hashtable need to be initialized").
+  """
+  runner = tf.lite.Interpreter(model_content=flatbuffer).get_signature_runner(SIGNATURE)
+  for row in rows:
+    try:
+      runner(**row)
+    except (RuntimeError, ValueError) as error:
+      advice = ''
+      if 'hashtable' in str(error).lower():
+        advice = (' A vocabulary read from a file (tft.compute_and_apply_vocabulary) becomes a '
+                  'TFLite hash table that the converter leaves empty; keep the vocabulary in '
+                  'the graph instead (tft.count_per_key and tf.equal, as '
+                  'trainer_modules/base.vocabulary_ids does).')
+      raise RawInputUnsupported(
+          f'the raw-input flatbuffer converts but does not run in TFLite: '
+          f'{str(error).strip()}.{advice} The folder route still serves raw examples with '
+          'TensorFlow.') from error
 
 
 def raw_rows(serialized_examples: List[bytes], inputs: List[dict]) -> List[Dict[str, np.ndarray]]:

@@ -189,15 +189,23 @@ def test_a_missing_column_is_refused_by_name(digits_run):
     predictor.row_inputs({'pixel_01': 3})
 
 
-def test_a_transform_op_without_a_tflite_builtin_is_refused_by_name(data, teacher):
-  """Our tabular transform keeps out-of-vocabulary buckets (tf.StringToHashBucketFast)."""
+def test_a_transform_op_without_a_tflite_builtin_is_refused_by_name(tmp_path):
+  """tft.bucketize applies its boundaries with tf.UpperBound, which TFLite lacks."""
   import tensorflow_transform as tft  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
-  _, graph, _ = data
-  model = tf_keras.models.load_model(os.path.join(teacher.uri, 'Format-Serving'), compile=False)
+
+  def preprocessing_fn(inputs):
+    return {'x1_xf': tft.bucketize(inputs['x1'], 4), 'species': inputs['species']}
+
+  spec = {'x1': helpers.SYNTHETIC_RAW_SPEC['x1'], 'species': helpers.SYNTHETIC_RAW_SPEC['species']}
+  rows = [{'x1': row['x1'], 'species': row['species']} for row in helpers.synthetic_rows(100)]
+  output, _ = helpers.run_transform(preprocessing_fn, rows, spec, str(tmp_path))
+  ids = tf_keras.Input(shape=(), dtype='int64', name='x1_xf')
+  model = tf_keras.Model({'x1_xf': ids}, tf_keras.layers.Dense(1)(
+      tf_keras.layers.Flatten()(tf_keras.layers.Embedding(4, 2)(ids))))
   with pytest.raises(raw_model.RawInputUnsupported,
-                     match=r'no TFLite builtin.*StringToHashBucketFast.*folder route'):
-    raw_model.convert(model, tft.TFTransformOutput(graph.uri), 'species')
+                     match=r'no TFLite builtin.*UpperBound.*folder route'):
+    raw_model.convert(model, output, 'species')
 
 
 def test_raw_inputs_name_each_column_and_say_which_may_be_missing(data):
@@ -209,3 +217,25 @@ def test_raw_inputs_name_each_column_and_say_which_may_be_missing(data):
     assert entry['name'] == raw_model.input_name(entry['column'])
     # The synthetic spec is FixedLenFeature([]): parse_example gives [batch], so [1].
     assert entry['shape'] == [1] and not entry['optional']
+
+
+def test_strings_are_looked_up_in_a_vocabulary_inside_the_flatbuffer(data, teacher):
+  """Our tabular transform: z-scores, and a vocabulary in the graph for the column `colour`."""
+  import tensorflow_transform as tft  # pylint: disable=g-import-not-at-top
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  output = tft.TFTransformOutput(data[1].uri)
+  model_dir = os.path.join(teacher.uri, 'Format-Serving')
+  flatbuffer = raw_model.convert(tf_keras.models.load_model(model_dir, compile=False), output,
+                                 'species')
+  assert 'EQUAL' in raw_model.transform_ops(flatbuffer)  # Strings compared with the vocabulary.
+  inputs = raw_model.raw_inputs(output, 'species')
+  assert {entry['column']: entry['dtype'] for entry in inputs}['colour'] == 'string'
+  serialized = [helpers.serialize({key: value for key, value in row.items() if key != 'species'})
+                for row in data[2][:100]]
+  runner = tf.lite.Interpreter(model_content=flatbuffer).get_signature_runner()
+  scores = np.concatenate([runner(**row)['logits'] for row in raw_model.raw_rows(serialized,
+                                                                                 inputs)])
+  got = (scores[:, 0] > 0).astype(np.int64)
+  expected = tf.saved_model.load(model_dir).signatures['serving_default'](
+      examples=tf.constant(serialized))['classes'].numpy().reshape(-1)
+  assert np.mean(got == expected) >= 0.99
