@@ -109,8 +109,11 @@ def vocabulary_ids(values, top_k: int) -> tf.Tensor:
   counts, order = tf.math.top_k(counts, k=tf.minimum(top_k, tf.size(counts)))
   keys = tf.gather(keys, order)
   matches = tf.equal(tf.expand_dims(present, -1), keys)
+  # A column that never matches, so arg_max has an axis even when the vocabulary is empty.
+  hits = tf.concat([tf.cast(matches, tf.int32), tf.zeros([tf.shape(matches)[0], 1], tf.int32)],
+                   axis=1)
   ids = tf.where(tf.reduce_any(matches, -1),
-                 tf.argmax(tf.cast(matches, tf.int32), -1, output_type=tf.int64) + 2,
+                 tf.argmax(hits, -1, output_type=tf.int64) + 2,
                  tf.constant(OUT_OF_VOCABULARY_ID, tf.int64))
   if sparse:
     # Looked up where a value is present; a missing one gets its own id.
