@@ -29,6 +29,8 @@ _EXPORTS = {
     'StrictExampleValidator': 'tfx_distillery.components.example_validator',
     'TFLitePredictor': 'tfx_distillery.components.quantizer.predict',
     'load_tflite': 'tfx_distillery.components.quantizer.predict',
+    'RawFlatbufferPredictor': 'tfx_distillery.components.quantizer.predict',
+    'load_raw_flatbuffer': 'tfx_distillery.components.quantizer.predict',
     'create_pipeline': 'tfx_distillery.pipelines.pipeline',
     'preflight_csv': 'tfx_distillery.pipelines.csv_preflight',
     'strategy_for': 'tfx_distillery.components.common.strategy',

@@ -52,6 +52,7 @@ def our_chain(example_gen, transform, trainer, label_key: str, label_column: str
                   train_args=tfx.proto.TrainArgs(num_steps=20),
                   eval_args=tfx.proto.EvalArgs(num_steps=5), **data, **label)
   quantizer = Quantizer(model=pruner.outputs['pruned_model'], mode='full_integer',
+                        raw_examples=example_gen.outputs['examples'],
                         representative_samples=32, latency_runs=5, **data, **label)
   gate = AccuracyGate(examples=example_gen.outputs['examples'],
                       transform_graph=transform.outputs['transform_graph'],

@@ -82,3 +82,21 @@ def test_the_int8_model_really_holds_int8_tensors(run):
   with open(os.path.join(folder, predict.MODEL_FILE_NAME), 'rb') as handle:
     assert conversion.tensor_dtypes(handle.read()).get('int8', 0) > 0
   assert os.path.isdir(os.path.join(folder, predict.TRANSFORM_GRAPH_FOLDER))
+
+
+def test_the_stock_transform_ships_inside_one_flatbuffer_over_raw_columns(run):
+  """penguin_utils_keras.py's z-scores convert: model_raw.tflite answers raw rows alone."""
+  folder = os.path.join(chain.output_uri(run, NAME, 'Quantizer', 'Model'), 'Format-Serving')
+  with open(os.path.join(folder, predict.SERVING_FILE_NAME)) as handle:
+    serving = json.load(handle)
+  assert serving['raw_model_refused'] is None
+  assert [entry['column'] for entry in serving['raw_model']['inputs']] == [
+      'body_mass_g', 'culmen_depth_mm', 'culmen_length_mm', 'flipper_length_mm']
+  raw = evaluation.read_serialized_examples(os.path.join(
+      chain.output_uri(run, NAME, 'ImportExampleGen', 'Examples'), 'Split-eval', '*'), limit=60)
+  expected = predict.load_tflite(folder).predict_raw(raw)['classes']
+  rows = [{name: (feature.float_list.value or feature.int64_list.value)[0] for name, feature in
+           tf.train.Example.FromString(example).features.feature.items() if name != 'species'}
+          for example in raw]
+  got = predict.load_raw_flatbuffer(folder).predict_rows(rows)['classes']
+  assert np.mean(got == expected) >= 0.95

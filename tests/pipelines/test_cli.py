@@ -104,3 +104,10 @@ def test_the_pushed_tflite_folder_serves_alone_after_the_run_is_deleted(iris_run
   assert (before['classes'] == after['classes']).all()
   assert (before['logits'] == after['logits']).all()
   assert set(after['labels']) <= {'setosa', 'versicolor', 'virginica'}
+  # The same rows as raw columns through model_raw.tflite (strings and all, no TensorFlow
+  # path): the label vocabulary in serving.json names the classes.
+  from tfx_distillery import load_raw_flatbuffer  # pylint: disable=import-outside-toplevel
+  rows = [{'sepal_length': 5.1, 'sepal_width': 3.5, 'petal_length': 1.4, 'petal_width': 0.2},
+          {'sepal_length': 6.7, 'sepal_width': 3.0, 'petal_length': 5.2, 'petal_width': 2.3}]
+  raw = load_raw_flatbuffer(str(served)).predict_rows(rows)
+  assert list(raw['labels']) == list(after['labels'])

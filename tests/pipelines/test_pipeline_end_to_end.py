@@ -91,7 +91,11 @@ def test_the_gate_blesses_the_smallest_candidate_and_pusher_pushes_it(first_run)
   smallest = min(passed, key=lambda candidate: (candidate['size_bytes'], -candidate['accuracy'],
                                                 candidate['latency_ms']))
   assert decision['chosen'] == smallest['name']
-  assert smallest['name'].endswith('_full_integer') and smallest['format'] == 'tflite'
+  assert smallest['name'].endswith('_full_integer')
+  # Measured as it ships: the raw-input flatbuffer alone (the taxi transform converts).
+  assert smallest['format'] == 'tflite_raw'
+  assert smallest['size_bytes'] == os.path.getsize(
+      os.path.join(smallest['model_dir'], predict.RAW_MODEL_FILE_NAME))
   assert decision['split'] == 'test'
   for candidate in decision['candidates']:
     if candidate['name'] != smallest['name']:
