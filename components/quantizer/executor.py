@@ -290,8 +290,11 @@ class Executor(base_executor.BaseExecutor):
                 'serves raw examples with TensorFlow.')
       logger.warning('WARNING: Quantizer: no raw-input flatbuffer: %s', reason)
       return None, None, reason
+    # LiteRT's XNNPACK delegate fails to prepare sparse int8 FULLY_CONNECTED weights
+    # ("failed to delegate"), so a sparse flatbuffer asks for the builtin kernels.
     entry = {'file': predict.RAW_MODEL_FILE_NAME, 'inputs': inputs,
-             'ops': raw_model.transform_ops(content), 'output': predict.RAW_OUTPUT_NAME}
+             'ops': raw_model.transform_ops(content), 'output': predict.RAW_OUTPUT_NAME,
+             'xnnpack': not sparse}
     return content, entry, None
 
   def _check_raw_flatbuffer(self, folder: str, raw_examples_uri: str, tf_transform_output,

@@ -148,12 +148,17 @@ class TFLitePredictor:
 
 def interpreter_class():
   """LiteRT's interpreter where it is installed (a device), else TensorFlow's (the same kernels)."""
+  return _runtime()[0]
+
+
+def _runtime():
+  """(Interpreter class, its OpResolverType enum): LiteRT's, else TensorFlow's."""
   try:
     from ai_edge_litert import interpreter as litert  # pylint: disable=g-import-not-at-top
-    return litert.Interpreter
+    return litert.Interpreter, litert.OpResolverType
   except ImportError:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    return tf.lite.Interpreter
+    return tf.lite.Interpreter, tf.lite.experimental.OpResolverType
 
 
 class RawFlatbufferPredictor:
@@ -174,7 +179,12 @@ class RawFlatbufferPredictor:
           f'{self.serving.get("raw_model_refused", "its serving.json names none")}')
     self.path = os.path.join(model_dir, raw_model['file'])
     self.inputs = raw_model['inputs']
-    self.interpreter = interpreter_class()(model_path=self.path, num_threads=num_threads)
+    interpreter, resolvers = _runtime()
+    options = {}
+    if not raw_model.get('xnnpack', True):
+      # Sparse weights: LiteRT's XNNPACK delegate fails to prepare them; the builtin kernels run.
+      options['experimental_op_resolver_type'] = resolvers.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    self.interpreter = interpreter(model_path=self.path, num_threads=num_threads, **options)
     self.runner = self.interpreter.get_signature_runner(SIGNATURE)
     self.output_kind = self.serving.get('output_kind', 'logits')
 
