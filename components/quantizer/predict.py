@@ -135,15 +135,24 @@ class TFLitePredictor:
     raw_spec, layer = self._transform
     transformed = layer(tf.io.parse_example(tf.constant(serialized_examples), raw_spec))
     scores = self.logits({name: transformed[name].numpy() for name in self.input_names})
-    threshold = 0.5 if self.output_kind == 'probabilities' else 0.0
-    classes = ((scores[:, 0] > threshold).astype(np.int64) if scores.shape[-1] == 1
-               else scores.argmax(axis=-1))
-    outputs = {'logits' if self.output_kind == 'logits' else 'probabilities': scores,
-               'classes': classes}
-    vocabulary = self.serving.get('label_vocabulary')
-    if vocabulary:
-      outputs['labels'] = np.array([vocabulary[index] for index in classes], dtype=object)
-    return outputs
+    return scores_to_outputs(scores, self.output_kind, self.serving.get('label_vocabulary'))
+
+
+def classes_of(scores: np.ndarray, output_kind: str) -> np.ndarray:
+  """Class indices: one score against its threshold, or the largest of several."""
+  threshold = 0.5 if output_kind == 'probabilities' else 0.0
+  return ((scores[:, 0] > threshold).astype(np.int64) if scores.shape[-1] == 1
+          else scores.argmax(axis=-1))
+
+
+def scores_to_outputs(scores: np.ndarray, output_kind: str, vocabulary) -> Dict[str, np.ndarray]:
+  """`logits` (or `probabilities`), `classes` and, with a label vocabulary, `labels`."""
+  classes = classes_of(scores, output_kind)
+  outputs = {'logits' if output_kind == 'logits' else 'probabilities': scores,
+             'classes': classes}
+  if vocabulary:
+    outputs['labels'] = np.array([vocabulary[index] for index in classes], dtype=object)
+  return outputs
 
 
 def interpreter_class():
@@ -215,20 +224,12 @@ class RawFlatbufferPredictor:
     return np.asarray(self.runner(**inputs)[RAW_OUTPUT_NAME], np.float32)
 
   def classes_of(self, scores: np.ndarray) -> np.ndarray:
-    threshold = 0.5 if self.output_kind == 'probabilities' else 0.0
-    return ((scores[:, 0] > threshold).astype(np.int64) if scores.shape[-1] == 1
-            else scores.argmax(axis=-1))
+    return classes_of(scores, self.output_kind)
 
   def predict_rows(self, rows: List[Dict[str, object]]) -> Dict[str, np.ndarray]:
     """Scores, classes and (with a label vocabulary) labels of raw rows, one call each."""
     scores = np.concatenate([self.scores_one(self.row_inputs(row)) for row in rows])
-    classes = self.classes_of(scores)
-    outputs = {'logits' if self.output_kind == 'logits' else 'probabilities': scores,
-               'classes': classes}
-    vocabulary = self.serving.get('label_vocabulary')
-    if vocabulary:
-      outputs['labels'] = np.array([vocabulary[index] for index in classes], dtype=object)
-    return outputs
+    return scores_to_outputs(scores, self.output_kind, self.serving.get('label_vocabulary'))
 
 
 def load_raw_flatbuffer(model_dir: str, num_threads: int = 1) -> RawFlatbufferPredictor:
