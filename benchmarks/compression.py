@@ -182,7 +182,7 @@ def saved_model_latency_ms(model_dir: str, serialized_example: bytes) -> float:
   return measuring.median_latency_ms(lambda: serve(examples=example), LATENCY_RUNS)
 
 
-def device_figures(quantized: dict, input_model_dir: str, test_set, label_column: str,
+def device_figures(quantized: dict, input_model_dir: str, test_set,
                    work_dir: str) -> dict:
   """model_raw.tflite against the TensorFlow path and the float SavedModel, on test.
 
@@ -208,8 +208,9 @@ def device_figures(quantized: dict, input_model_dir: str, test_set, label_column
   litert = json.loads(result.stdout.strip().splitlines()[-1])
   classes = np.array(litert['classes'])
   flatbuffer_bytes = os.path.getsize(os.path.join(folder, predict.RAW_MODEL_FILE_NAME))
-  saved_model_ms = saved_model_latency_ms(
-      input_model_dir, measuring.strip_feature(serialized[0], label_column))
+  # The example keeps its label column: our taxi SavedModels' serving_default parses it as a
+  # required feature (the folder route and the flatbuffer do not need it).
+  saved_model_ms = saved_model_latency_ms(input_model_dir, serialized[0])
   return {
       'flatbuffer_bytes': flatbuffer_bytes,
       'saved_model_bytes': saved_model_bytes,
@@ -227,7 +228,7 @@ def device_figures(quantized: dict, input_model_dir: str, test_set, label_column
   }
 
 
-def chosen_device_figures(candidates: dict, input_model_dir: str, test_set, label_column: str,
+def chosen_device_figures(candidates: dict, input_model_dir: str, test_set,
                           work_dir: str, float32_accuracy: float) -> dict:
   """`device_figures` of each int8 candidate, and the one the gate's rule chooses.
 
@@ -236,7 +237,7 @@ def chosen_device_figures(candidates: dict, input_model_dir: str, test_set, labe
   """
   rows = {}
   for name, quantized in candidates.items():
-    rows[name] = device_figures(quantized, input_model_dir, test_set, label_column,
+    rows[name] = device_figures(quantized, input_model_dir, test_set,
                                 os.path.join(work_dir, name.replace(' ', '').replace('+', '-')))
   built = {name: row for name, row in rows.items() if 'refused' not in row}
   if not built:
@@ -302,7 +303,7 @@ def run_model(name: str, work_dir: str) -> dict:
   pruned_keras = on_test(evaluation.serving_model_path(pruned.uri))
   device = chosen_device_figures(
       {'int8': modes['full_integer'], 'pruned + int8': pruned_int8},
-      evaluation.serving_model_path(model.uri), test_set, dataset.label_column, output_dir,
+      evaluation.serving_model_path(model.uri), test_set, output_dir,
       float32['accuracy'])
   shipped_pruned_bytes = pruned_int8['flatbuffer_bytes']
   calibration = measuring.from_examples_artifact(transformed_uri, 'train', tf_transform_output,

@@ -23,9 +23,9 @@ EXPECTED_DEPENDENCIES = {
     'Distiller': {'DistributedTrainer', 'IngestionTransform', 'ImportSchemaGen'},
     # The teacher is the Pruner's baseline: its budget is the gate's.
     'Pruner': {'Distiller', 'IngestionTransform', 'DistributedTrainer'},
-    # Both the student and the pruned model are quantized.
-    'Quantizer_student_full_integer': {'Distiller', 'IngestionTransform'},
-    'Quantizer_pruned_full_integer': {'Pruner', 'IngestionTransform'},
+    # Both the student and the pruned model are quantized; raw rows calibrate model_raw.tflite.
+    'Quantizer_student_full_integer': {'Distiller', 'IngestionTransform', 'CsvExampleGen'},
+    'Quantizer_pruned_full_integer': {'Pruner', 'IngestionTransform', 'CsvExampleGen'},
     # The gate reads raw examples (the held-out test split) and the transform graph.
     'AccuracyGate': {'CsvExampleGen', 'DistributedTrainer', 'Distiller', 'Pruner',
                      'Quantizer_student_full_integer', 'Quantizer_pruned_full_integer',

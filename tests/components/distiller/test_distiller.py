@@ -201,7 +201,8 @@ def test_without_a_module_file_the_builtin_student_is_built_sized_and_recorded(
                                      student_hidden_units=(4,))
   student = tf_keras.models.load_model(os.path.join(model_uri, 'Format-Serving'))
   assert metrics['student']['hidden_units'] == [4]
-  assert metrics['student']['features'] == {'colour_xf': '4 ids, embedded 3',
+  # colour: three values, then an id for a missing value and one out of the vocabulary.
+  assert metrics['student']['features'] == {'colour_xf': '5 ids, embedded 3',
                                             'x1_xf': 'number', 'x2_xf': 'number'}
   assert metrics['student_parameters'] == student.count_params()
   assert metrics['student_accuracy'] > metrics['majority_accuracy'] + 0.1
