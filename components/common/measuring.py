@@ -571,7 +571,8 @@ def measure_raw_flatbuffer(model_dir: str, evaluation_set: EvaluationSet,
   if classes is None:
     classes = raw_flatbuffer_classes(model_dir, evaluation_set)
   one = raw_model.raw_rows(evaluation_set.every_raw_example[:1], predictor.inputs)[0]
-  row = {entry['column']: list(one[entry['name']][0]) for entry in predictor.inputs}
+  # Each column's values as a list: [] where missing, one value or several.
+  row = {entry['column']: list(np.ravel(one[entry['name']])) for entry in predictor.inputs}
 
   def call():
     return predictor.scores_one(predictor.row_inputs(row))

@@ -35,6 +35,8 @@ QAT_LEARNING_RATE = 1e-4
 SPARSE_MIN_ZERO_SHARE = 0.3
 # The sparse file is kept only if its classes agree with the dense file's this often on eval.
 SPARSE_MIN_AGREEMENT = 0.995
+# model_raw.tflite ships only if its classes agree with the folder route's this often on eval.
+RAW_MIN_AGREEMENT = 0.98
 
 
 def split_pattern(examples: types.Artifact, split: str) -> str:
@@ -206,6 +208,17 @@ class Executor(base_executor.BaseExecutor):
           label_key, label_column, int(exec_properties[quantizer_spec.EVAL_EXAMPLES_KEY]),
           latency_runs)
       metrics['raw_model']['ops'] = serving['raw_model']['ops']
+      agreement = metrics['raw_model']['agreement_with_folder']
+      if agreement < RAW_MIN_AGREEMENT:
+        # Two routes to one model that answer differently: ship the one TFX's transform runs.
+        serving['raw_model'] = None
+        serving['raw_model_refused'] = metrics['raw_model_refused'] = (
+            f'model_raw.tflite\'s classes agreed with the folder route\'s on {agreement:.4f} of '
+            f'eval, below {RAW_MIN_AGREEMENT}, so it is not shipped. The folder route still '
+            'serves raw examples with TensorFlow.')
+        logger.warning('WARNING: Quantizer: no raw-input flatbuffer: %s',
+                       serving['raw_model_refused'])
+        write_tflite_folder(output_dir, flatbuffer, serving, graph_uri)
     metrics['size_ratio'] = len(flatbuffer) / len(float_flatbuffer)
     metrics['accuracy_drop'] = metrics['float32_tflite']['accuracy'] - metrics['accuracy']
     metrics['latency_ratio'] = metrics['latency_ms'] / metrics['float32_tflite']['latency_ms']

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -225,3 +226,47 @@ def test_a_copied_folder_serves_with_its_own_predict_and_shapes_outside_the_pack
                           cwd=copy, capture_output=True, text=True, timeout=300, check=False)
   assert result.returncode == 0, result.stderr[-2000:]
   assert json.loads(result.stdout.strip().splitlines()[-1]) == expected.tolist()
+
+
+def raw_examples_artifact(output_dir):
+  """ExampleGen's output for the synthetic rows `data` was transformed from: raw, label kept."""
+  rows = helpers.synthetic_rows(1000)
+  artifact = helpers.artifact(standard_artifacts.Examples, output_dir)
+  for split, split_rows in (('train', rows[:800]), ('eval', rows[800:])):
+    os.makedirs(os.path.join(artifact.uri, f'Split-{split}'))
+    with tf.io.TFRecordWriter(os.path.join(artifact.uri, f'Split-{split}', 'part-0.gz'),
+                              'GZIP') as writer:
+      for row in split_rows:
+        writer.write(helpers.serialize(row))
+  artifact.split_names = '["train", "eval"]'
+  return artifact
+
+
+@pytest.mark.parametrize('minimum, shipped', [(quantizer_executor.RAW_MIN_AGREEMENT, True),
+                                              (1.01, False)])
+def test_a_raw_flatbuffer_ships_only_when_it_agrees_with_the_folder_route(
+    data, teacher, tmp_path, monkeypatch, minimum, shipped):
+  monkeypatch.setattr(quantizer_executor, 'RAW_MIN_AGREEMENT', minimum)
+  examples, graph, _ = data
+  quantized = helpers.artifact(standard_artifacts.Model, str(tmp_path / 'model'))
+  metrics = helpers.artifact(artifacts.ModelMetrics, str(tmp_path / 'metrics'))
+  quantizer_executor.Executor().Do(
+      {'model': [teacher], 'examples': [examples], 'transform_graph': [graph],
+       'raw_examples': [raw_examples_artifact(str(tmp_path / 'raw'))]},
+      {'quantized_model': [quantized], 'metrics': [metrics]},
+      {'mode': 'full_integer', 'io_type': 'float32', 'representative_samples': 50,
+       'qat_steps': 20, 'preserve_sparsity': 0, 'eval_examples': 200, 'latency_runs': 5,
+       'label_column': 'species'})
+  folder = os.path.join(quantized.uri, 'Format-Serving')
+  with open(os.path.join(folder, predict.SERVING_FILE_NAME)) as handle:
+    serving = json.load(handle)
+  with open(os.path.join(metrics.uri, 'metrics.json')) as handle:
+    figures = json.load(handle)
+  assert figures['raw_model']['agreement_with_folder'] >= 0.98
+  assert os.path.exists(os.path.join(folder, predict.RAW_MODEL_FILE_NAME)) == shipped
+  assert bool(serving['raw_model']) == shipped
+  if not shipped:
+    assert re.search(r"agreed with the folder route.s on (0\.9\d+|1\.0+) of eval, below 1\.01",
+                     serving['raw_model_refused'])
+    # The folder route is whole and serves.
+    assert len(predict.load_tflite(folder).predict_raw(raw_examples(data, 5))['classes']) == 5
