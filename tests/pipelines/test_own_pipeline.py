@@ -148,3 +148,17 @@ def test_the_int8_model_really_holds_int8_tensors(run):
   folder = os.path.join(latest_uri(metadata_path, 'Quantizer', 'Model'), 'Format-Serving')
   with open(os.path.join(folder, predict.MODEL_FILE_NAME), 'rb') as handle:
     assert conversion.tensor_dtypes(handle.read()).get('int8', 0) > 0
+
+
+def test_the_stock_taxi_transform_gets_no_raw_flatbuffer_and_the_ops_are_named(run):
+  """TFX's taxi preprocessing_fn hashes out-of-vocabulary strings and bucketizes with
+  tft.bucketize: ops with no TFLite builtin, named in serving.json; the folder route serves."""
+  _, metadata_path = run
+  folder = os.path.join(latest_uri(metadata_path, 'Quantizer', 'Model'), 'Format-Serving')
+  with open(os.path.join(folder, predict.SERVING_FILE_NAME)) as handle:
+    serving = json.load(handle)
+  assert serving['raw_model'] is None
+  assert not os.path.exists(os.path.join(folder, predict.RAW_MODEL_FILE_NAME))
+  assert re.search(r'no TFLite builtin.*(UpperBound|StringToHashBucketFast)',
+                   serving['raw_model_refused']), serving['raw_model_refused']
+  assert 'raw_examples' not in serving['raw_model_refused']  # Given, and tried.
