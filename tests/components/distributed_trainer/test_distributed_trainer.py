@@ -148,7 +148,9 @@ def test_a_killed_worker_fails_the_run_fast_and_a_rerun_resumes(data, tmp_path, 
   _, model_run_uri = run_executor(data, str(tmp_path), num_workers=2, train_steps=600, epochs=6)
   with open(os.path.join(model_run_uri, 'metrics.json')) as handle:
     metrics = json.load(handle)
-  assert metrics['first_epoch'] >= 3  # Epochs 1 and 2 were backed up before the kill.
+  # It resumes after the last backed-up epoch: epoch 1 at least. Epoch 2's progress line can
+  # come before its backup is written, so the kill may leave only epoch 1 backed up.
+  assert metrics['first_epoch'] >= 2
   assert metrics['epochs_run'] == 6 - metrics['first_epoch'] + 1
   assert not glob.glob(os.path.join(tmp_path, 'model_run', 'backup-*'))
 
