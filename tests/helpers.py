@@ -76,6 +76,16 @@ def synthetic_rows(count: int, seed: int = 0):
   return rows
 
 
+def write_raw_examples(uri: str, rows_by_split) -> str:
+  """Rows as ExampleGen lays raw examples out: `Split-<name>/data.gz`, label column included."""
+  for split, rows in rows_by_split.items():
+    os.makedirs(os.path.join(uri, f'Split-{split}'), exist_ok=True)
+    with tf.io.TFRecordWriter(os.path.join(uri, f'Split-{split}', 'data.gz'), 'GZIP') as writer:
+      for row in rows:
+        writer.write(serialize(row))
+  return uri
+
+
 def transformed_artifacts(output_dir: str, train_rows: int = 800, eval_rows: int = 200,
                           num_shards: int = 4, rows=None):
   """Examples and TransformGraph artifacts of synthetic data, as Transform lays them out.

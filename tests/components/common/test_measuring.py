@@ -19,12 +19,7 @@ from tests import helpers
 def raw_examples_uri(data, tmp_path_factory):
   """The synthetic eval rows as ExampleGen lays raw examples out (label column included)."""
   _, _, rows = data
-  uri = tmp_path_factory.mktemp('raw')
-  os.makedirs(uri / 'Split-eval')
-  with tf.io.TFRecordWriter(str(uri / 'Split-eval' / 'data.gz'), 'GZIP') as writer:
-    for row in rows:
-      writer.write(helpers.serialize(row))
-  return str(uri)
+  return helpers.write_raw_examples(str(tmp_path_factory.mktemp('raw')), {'eval': rows})
 
 
 @pytest.fixture(scope='module')

@@ -232,12 +232,7 @@ def raw_examples_artifact(output_dir):
   """ExampleGen's output for the synthetic rows `data` was transformed from: raw, label kept."""
   rows = helpers.synthetic_rows(1000)
   artifact = helpers.artifact(standard_artifacts.Examples, output_dir)
-  for split, split_rows in (('train', rows[:800]), ('eval', rows[800:])):
-    os.makedirs(os.path.join(artifact.uri, f'Split-{split}'))
-    with tf.io.TFRecordWriter(os.path.join(artifact.uri, f'Split-{split}', 'part-0.gz'),
-                              'GZIP') as writer:
-      for row in split_rows:
-        writer.write(helpers.serialize(row))
+  helpers.write_raw_examples(artifact.uri, {'train': rows[:800], 'eval': rows[800:]})
   artifact.split_names = '["train", "eval"]'
   return artifact
 
