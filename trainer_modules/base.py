@@ -258,6 +258,7 @@ def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_
     loss, metrics = loss_and_metrics(run.units)
     model.compile(optimizer=run.optimizer(), loss=loss, metrics=metrics,
                   steps_per_execution=run.steps_per_execution)
+    modeling.create_optimizer_slots(model)
   run.log_plan(model_name, model)
   epoch_progress, training_callbacks = run.callbacks(model_name)
   model.fit(run.train_dataset(), epochs=run.epochs, steps_per_epoch=run.steps_per_epoch,

@@ -31,6 +31,7 @@ from tfx_distillery.components.common import evaluation
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.common import reading
 from tfx_distillery.components.common import shapes
+from tfx_distillery.components.common import tracing
 
 OUTPUT_KINDS = ('logits', 'probabilities')
 # Rows of a softmax output sum to 1 within this tolerance.
@@ -45,6 +46,9 @@ SAVED_MODEL_FORMAT = 'saved_model'
 # The split that reports and gates, and the one that chooses.
 REPORT_SPLIT = 'test'
 CHOOSE_SPLIT = 'eval'
+
+# Loading and scoring trace models too; the gate and the Quantizer import no modeling.
+tracing.trace_keras_as_written()
 
 
 @dataclasses.dataclass

@@ -308,6 +308,7 @@ class Distillation:
         _, metrics = modeling.loss_and_metrics(self.run.units)
         distillation.compile(optimizer=self.run.optimizer(), metrics=metrics,
                              steps_per_execution=self.run.steps_per_execution)
+        modeling.create_optimizer_slots(distillation)
       self.run.log_plan(run_name, student)
       _, training_callbacks = self.run.callbacks(run_name, run_name=run_name, profile=False)
       distillation.fit(self.run.train_dataset(record_dataset_fn), epochs=self.run.epochs,

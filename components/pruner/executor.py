@@ -5,10 +5,12 @@ import os
 from typing import Any, Dict, List
 
 import numpy as np
+import tensorflow as tf
 import tf_keras
 import tensorflow_model_optimization as tfmot
 # The public API has no "is this layer prunable?"; the registry it consults does.
 from tensorflow_model_optimization.python.core.sparsity.keras import prune_registry
+from tensorflow_model_optimization.python.core.sparsity.keras import pruning_wrapper
 import tensorflow_transform as tft
 from tfx import types
 from tfx.dsl.components.base import base_executor
@@ -60,6 +62,39 @@ def overall_sparsity(model: tf_keras.Model) -> float:
   return zeros / max(1, total)
 
 
+class SearchSchedule(tfmot.sparsity.keras.PruningSchedule):
+  """tfmot's PolynomialDecay (cubic, from an initial to a final sparsity), with both
+  sparsities held in variables: a search sets a new target without a new model.
+
+  With `end_step` -1 the final sparsity holds from `begin_step` on (ConstantSparsity).
+  """
+
+  def __init__(self, begin_step: int, end_step: int, frequency: int):
+    self.begin_step, self.end_step, self.frequency = begin_step, end_step, frequency
+    self.initial_sparsity = tf.Variable(0.0, trainable=False, name='initial_sparsity')
+    self.final_sparsity = tf.Variable(0.0, trainable=False, name='final_sparsity')
+
+  def set_sparsities(self, initial: float, final: float) -> None:
+    self.initial_sparsity.assign(initial)
+    self.final_sparsity.assign(final)
+
+  def __call__(self, step):
+    if self.end_step < 0:
+      sparsity = tf.identity(self.final_sparsity)
+    else:
+      progress_made = tf.clip_by_value(
+          tf.cast(step - self.begin_step, tf.float32) / (self.end_step - self.begin_step),
+          0.0, 1.0)
+      sparsity = ((self.initial_sparsity - self.final_sparsity) * (1.0 - progress_made) ** 3
+                  + self.final_sparsity)
+    return (self._should_prune_in_step(step, self.begin_step, self.end_step, self.frequency),
+            sparsity)
+
+  def get_config(self):
+    return {'begin_step': self.begin_step, 'end_step': self.end_step,
+            'frequency': self.frequency}
+
+
 class Executor(base_executor.BaseExecutor):
   """Prunes to a target sparsity, or to the highest one within an accuracy budget."""
 
@@ -102,6 +137,8 @@ class Executor(base_executor.BaseExecutor):
           f'The Pruner found nothing to prune: the model at {self.input_model_dir} was saved '
           f'without Keras metadata ({dense_scorer.format}), so its layers can not be wrapped. '
           'Export it with model.save() (our DistributedTrainer and Distiller do).')
+    # Loaded once: each sparsity tried clones it, and nothing writes into it.
+    self.dense_model = modeling.graph_model(dense_scorer.keras_model)
     self.output_kind = dense_scorer.output_kind or dense_scorer.resolve_output_kind(
         next(self.eval_set.batches(64)))
     dense_accuracy = measuring.accuracy(dense_scorer, self.eval_set)
@@ -115,7 +152,8 @@ class Executor(base_executor.BaseExecutor):
     trials = []
     if max_drop is None:
       sparsity = float(exec_properties[pruner_spec.TARGET_SPARSITY_KEY])
-      pruned = self._prune(sparsity)
+      self._prune(sparsity)
+      pruned = self._stripped()
     else:
       sparsity, pruned, trials = self._search(float(max_drop), baseline_accuracy,
                                               dense_accuracy, baseline_name)
@@ -160,10 +198,10 @@ class Executor(base_executor.BaseExecutor):
     return scorer
 
   def _load(self) -> tf_keras.Model:
-    return modeling.graph_model(tf_keras.models.load_model(self.input_model_dir,
-                                                           compile=False))
+    return self.dense_model
 
-  def _schedule(self, sparsity: float):
+  def _steps(self):
+    """begin_step, end_step and the mask update frequency of each fine-tune."""
     begin_step = int(self.properties[pruner_spec.BEGIN_STEP_KEY])
     end_step = int(self.properties[pruner_spec.END_STEP_KEY])
     if end_step < 0:  # Leave the last 30% of the steps to recover at full sparsity.
@@ -171,18 +209,21 @@ class Executor(base_executor.BaseExecutor):
     # Masks are updated every `frequency` steps (tfmot's default of 100 would never
     # fire in a short fine-tune); end_step lands on an update so the target is reached.
     frequency = max(1, (end_step - begin_step) // SCHEDULE_UPDATES)
-    if self.properties[pruner_spec.SCHEDULE_KEY] == 'constant':
-      return tfmot.sparsity.keras.ConstantSparsity(sparsity, begin_step=begin_step,
-                                                   frequency=frequency)
-    return tfmot.sparsity.keras.PolynomialDecay(
-        initial_sparsity=min(INITIAL_SPARSITY, sparsity), final_sparsity=sparsity,
-        begin_step=begin_step, end_step=begin_step + frequency * SCHEDULE_UPDATES,
-        frequency=frequency)
+    return begin_step, begin_step + frequency * SCHEDULE_UPDATES, frequency
 
-  def _prune(self, sparsity: float) -> tf_keras.Model:
-    """Prunes the input model to `sparsity`, fine-tunes, and strips the wrappers."""
+  def _wrapped(self) -> tf_keras.Model:
+    """The input model with each prunable layer wrapped, built, compiled and traced once.
+
+    Every sparsity tried reuses it: the schedule's sparsities are variables, so a new
+    target needs no new model, and Keras' traced training step is kept.
+    """
+    if getattr(self, 'wrapped', None) is not None:
+      return self.wrapped
     model = self._load()
-    pruning = {'pruning_schedule': self._schedule(sparsity)}
+    begin_step, end_step, frequency = self._steps()
+    constant = self.properties[pruner_spec.SCHEDULE_KEY] == 'constant'
+    self.schedule = SearchSchedule(begin_step, -1 if constant else end_step, frequency)
+    pruning = {'pruning_schedule': self.schedule}
     block_size = self.properties.get(pruner_spec.BLOCK_SIZE_KEY)
     if block_size:
       pruning['block_size'] = tuple(json.loads(block_size))
@@ -198,7 +239,10 @@ class Executor(base_executor.BaseExecutor):
       if supported and any(weight.name.split('/')[-1].startswith(PRUNED_WEIGHTS)
                            for weight in layer.weights):
         pruned_layers.append(layer.name)
-        return tfmot.sparsity.keras.prune_low_magnitude(layer, **pruning)
+        # A copy: the wrapper prunes the layer it wraps in place, and the input model
+        # stays dense (copy_layer_weights fills the copy in).
+        return tfmot.sparsity.keras.prune_low_magnitude(
+            layer.__class__.from_config(layer.get_config()), **pruning)
       if layer.weights:  # Weightless layers (inputs, reshapes) have nothing to skip.
         skipped_layers.append(f'{layer.name} ({type(layer).__name__})')
       return layer.__class__.from_config(layer.get_config())
@@ -206,28 +250,54 @@ class Executor(base_executor.BaseExecutor):
     if modeling.nests_models(model):
       raise ValueError('The Pruner needs a flat functional model; this one nests models (an '
                        'ensemble?).')
-    pruned = tf_keras.models.clone_model(model, clone_function=wrap)
+    wrapped = tf_keras.models.clone_model(model, clone_function=wrap)
     if not pruned_layers:
       raise ValueError(
           f'The Pruner found nothing to prune in the model at {self.input_model_dir}: no layer '
           f'that tfmot supports{" for m_by_n (Dense, Conv2D)" if m_by_n else ""} has weights. '
           f'Layers with weights: {skipped_layers or "none"}.')
     self.pruned_layers, self.skipped_layers = pruned_layers, skipped_layers
-    modeling.copy_layer_weights(model, pruned)
+    modeling.copy_layer_weights(model, wrapped)
     units = int(model.outputs[0].shape[-1])
     loss, metrics = modeling.loss_and_metrics(units, from_logits=self.output_kind == 'logits')
-    pruned.compile(optimizer=tf_keras.optimizers.Adam(self.learning_rate), loss=loss,
-                   metrics=metrics)
-    dataset = reading.make_dataset(self.train_pattern, self.tf_transform_output,
-                                   self.batch_size,
-                                   reading.IngestionOptions(compression=self.compression),
-                                   label_key=self.label_key,
-                                   batch_map_fn=modeling.prepare_labels(units))
+    wrapped.compile(optimizer=tf_keras.optimizers.Adam(self.learning_rate), loss=loss,
+                    metrics=metrics)
+    modeling.create_optimizer_slots(wrapped)
+    self.train_dataset = reading.make_dataset(
+        self.train_pattern, self.tf_transform_output, self.batch_size,
+        reading.IngestionOptions(compression=self.compression), label_key=self.label_key,
+        batch_map_fn=modeling.prepare_labels(units))
+    self.wrapped, self.wrapped_scorer = wrapped, self._scorer(wrapped)
+    self.reached_sparsity = 0.0
+    return wrapped
+
+  def _prune(self, sparsity: float) -> tf_keras.Model:
+    """Fine-tunes the wrapped model from where it is to `sparsity`; returns it, wrapped.
+
+    The first call starts from the input model; each later one from the last
+    sparsity reached (the search only goes on from one that kept the budget), as
+    gradual pruning does. Each gets the same number of steps.
+    """
+    wrapped = self._wrapped()
+    start = self.reached_sparsity or min(INITIAL_SPARSITY, sparsity)
+    constant = self.properties[pruner_spec.SCHEDULE_KEY] == 'constant'
+    self.schedule.set_sparsities(sparsity if constant else min(start, sparsity), sparsity)
+    for layer in wrapped.layers:
+      if isinstance(layer, pruning_wrapper.PruneLowMagnitude):
+        layer.pruning_step.assign(0)  # Each fine-tune runs the schedule from its start.
     epochs = max(1, min(10, self.train_steps // 50))
-    pruned.fit(dataset, epochs=epochs, steps_per_epoch=max(1, self.train_steps // epochs),
-               verbose=0, callbacks=[tfmot.sparsity.keras.UpdatePruningStep(),
-                                     callbacks.EpochProgress(f'pruning to {sparsity:.2f}')])
-    return tfmot.sparsity.keras.strip_pruning(pruned)
+    wrapped.fit(self.train_dataset, epochs=epochs,
+                steps_per_epoch=max(1, self.train_steps // epochs), verbose=0,
+                callbacks=[tfmot.sparsity.keras.UpdatePruningStep(),
+                           callbacks.EpochProgress(f'pruning to {sparsity:.2f}')])
+    self.reached_sparsity = sparsity
+    return wrapped
+
+  def _stripped(self, weights=None) -> tf_keras.Model:
+    """The wrapped model (at `weights`, when given) without its wrappers."""
+    if weights is not None:
+      self.wrapped.set_weights(weights)
+    return tfmot.sparsity.keras.strip_pruning(self.wrapped)
 
   def _search(self, max_drop: float, baseline_accuracy: float, dense_accuracy: float,
               baseline_name: str):
@@ -241,16 +311,17 @@ class Executor(base_executor.BaseExecutor):
           'it is %.4f below the %s (%.4f), more than %.4f. Keeping the lowest sparsity tried, '
           '%.2f.', dense_accuracy, baseline_accuracy - dense_accuracy, baseline_name,
           baseline_accuracy, max_drop, sparsities[0])
-      candidate = self._prune(sparsities[0])
-      accuracy = measuring.accuracy(self._scorer(candidate), self.eval_set)
-      return sparsities[0], candidate, [{
+      self._prune(sparsities[0])
+      accuracy = measuring.accuracy(self.wrapped_scorer, self.eval_set)
+      return sparsities[0], self._stripped(), [{
           'sparsity': sparsities[0], 'eval_accuracy': accuracy,
           'baseline_accuracy': baseline_accuracy, 'within_budget': False,
           'note': 'the input model had already used the budget'}]
     trials, best = [], (0.0, None)
     for sparsity in sparsities:
-      candidate = self._prune(sparsity)
-      accuracy = measuring.accuracy(self._scorer(candidate), self.eval_set)
+      self._prune(sparsity)
+      # The wrapped model applies its masks when called: it scores as the stripped one.
+      accuracy = measuring.accuracy(self.wrapped_scorer, self.eval_set)
       within = baseline_accuracy - accuracy <= max_drop
       trials.append({'sparsity': sparsity, 'eval_accuracy': accuracy,
                      'baseline_accuracy': baseline_accuracy, 'within_budget': within})
@@ -259,10 +330,10 @@ class Executor(base_executor.BaseExecutor):
                   'kept' if within else 'over budget')
       if not within:
         break  # Accuracy only falls as sparsity rises; higher ones would fail too.
-      best = (sparsity, candidate)
+      best = (sparsity, self.wrapped.get_weights())
     if best[1] is None:
       logger.warning('WARNING: no sparsity in %s stays within %.4f of the %s\'s accuracy; '
                      'exporting the dense model.', sparsities, max_drop, baseline_name)
       self.pruned_layers = []
       return 0.0, self._load(), trials
-    return best[0], best[1], trials
+    return best[0], self._stripped(best[1]), trials

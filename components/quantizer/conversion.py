@@ -1,7 +1,10 @@
 """Keras model -> TFLite flatbuffer, for each quantization mode the Quantizer offers."""
 
+import collections
+import hashlib
+import json
 import re
-from typing import Callable, Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -86,21 +89,60 @@ def _converter(model: tf_keras.Model, ops) -> tf.lite.TFLiteConverter:
   return converter
 
 
+def _model_digest(model: tf_keras.Model) -> Optional[str]:
+  """A digest of the model's architecture and weights; None when Keras can not describe it."""
+  from tfx_distillery.components.common import modeling  # pylint: disable=g-import-not-at-top
+  try:
+    # A loaded export also tracks its transform layer, which has no config and which
+    # the converted call does not run: the graph from inputs to outputs is described.
+    architecture = json.dumps(modeling.graph_model(model).get_config(), sort_keys=True,
+                              default=str)
+  except (NotImplementedError, TypeError, ValueError, AttributeError):
+    return None
+  digest = hashlib.sha256(architecture.encode())
+  for weight in model.get_weights():
+    digest.update(str(weight.shape).encode())
+    digest.update(np.ascontiguousarray(weight).tobytes())
+  return digest.hexdigest()
+
+
+# Builtin-only float conversions already made, by the model's architecture and weights: a
+# full integer conversion makes one first (to find ops with no kernel), the Quantizer's
+# float reference is that same conversion, and under LocalDagRunner the Pruner and the
+# Quantizers convert the same models in one process. Each costs seconds, even for a small
+# model. Bounded, oldest out first.
+_float_conversions = collections.OrderedDict()
+FLOAT_CONVERSIONS_KEPT = 8
+
+
+def _builtin_float_conversion(model: tf_keras.Model) -> Tuple[Optional[bytes], List[str]]:
+  """The float flatbuffer with TFLite builtin ops only, else None and the ops that lack one."""
+  digest = _model_digest(model)
+  if digest is not None and digest in _float_conversions:
+    _float_conversions.move_to_end(digest)
+    return _float_conversions[digest]
+  try:
+    result = (_converter(model, [tf.lite.OpsSet.TFLITE_BUILTINS]).convert(), [])
+  except Exception as error:  # pylint: disable=broad-except
+    # The converter raises its own ConverterError (not exported under a stable name).
+    found = re.findall(r"'(tf\.\w+)' op is " + NO_KERNEL_MESSAGE, str(error))
+    if not found:
+      raise
+    result = (None, sorted(set(found)))
+  if digest is not None:
+    _float_conversions[digest] = result
+    while len(_float_conversions) > FLOAT_CONVERSIONS_KEPT:
+      _float_conversions.popitem(last=False)
+  return result
+
+
 def ops_without_tflite_kernel(model: tf_keras.Model) -> List[str]:
   """TensorFlow ops of the model that TFLite has no builtin kernel for, in any type.
 
   Keras' CategoryEncoding, for one, lowers to tf.DenseBincount: it converts only
   as a Flex (select TF) op.
   """
-  try:
-    _converter(model, [tf.lite.OpsSet.TFLITE_BUILTINS]).convert()
-  except Exception as error:  # pylint: disable=broad-except
-    # The converter raises its own ConverterError (not exported under a stable name).
-    found = re.findall(r"'(tf\.\w+)' op is " + NO_KERNEL_MESSAGE, str(error))
-    if not found:
-      raise
-    return sorted(set(found))
-  return []
+  return _builtin_float_conversion(model)[1]
 
 
 def optimizations(mode: Optional[str], sparse: bool) -> list:
@@ -169,6 +211,11 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
         converter.target_spec.supported_types = [tf.float16]
       return converter
 
+    if mode is None and not sparse:
+      flatbuffer, _ = _builtin_float_conversion(model)
+      if flatbuffer is not None:
+        return flatbuffer
+      return float_converter(builtins + [tf.lite.OpsSet.SELECT_TF_OPS]).convert()
     try:
       return float_converter(builtins).convert()
     except Exception as error:  # pylint: disable=broad-except

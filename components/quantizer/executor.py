@@ -143,8 +143,9 @@ class Executor(base_executor.BaseExecutor):
                                   bool(exec_properties[quantizer_spec.PRESERVE_SPARSITY_KEY]))
     logger.info('Quantizer: converting to TFLite (%s, %s inputs/outputs)', mode, io_type)
     flatbuffer = conversion.convert(model, mode, representative_features, io_type, strict_int8)
-    float_flatbuffer = conversion.convert(tf_keras.models.load_model(input_model_dir,
-                                                                     compile=False))
+    # The input model as it was loaded (QAT fine-tunes a copy); its float conversion was
+    # already made for the full integer one's check, and is reused.
+    float_flatbuffer = conversion.convert(input_scorer.keras_model)
     sparse_figures = None
     sparse_choice = exec_properties.get(quantizer_spec.SPARSE_ENCODING_KEY) or 'auto'
     zero_share = conversion.zero_weight_share(model)
@@ -338,6 +339,7 @@ class Executor(base_executor.BaseExecutor):
     loss, metrics = modeling.loss_and_metrics(units, from_logits=output_kind == 'logits')
     qat_model.compile(optimizer=tf_keras.optimizers.Adam(QAT_LEARNING_RATE), loss=loss,
                       metrics=metrics)
+    modeling.create_optimizer_slots(qat_model)
     dataset = reading.make_dataset(split_pattern(examples, 'train'), tf_transform_output,
                                    QAT_BATCH_SIZE,
                                    reading.IngestionOptions(compression=compression),

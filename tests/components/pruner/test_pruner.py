@@ -84,6 +84,30 @@ def test_accuracy_budget_keeps_the_highest_sparsity_within_the_drop(data, teache
   assert metrics['pruned_layers'] and metrics['eval_split'] == 'eval'
 
 
+def test_the_search_fine_tunes_one_model_and_leaves_the_input_model_dense(
+    data, teacher, tmp_path):
+  # One wrapped model is traced once and fine-tuned from each sparsity to the next; the
+  # input model, loaded once, must stay as it was for the dense figures and the fallback.
+  examples, graph, _ = data
+  executor = pruner_executor.Executor()
+  metrics_artifact = helpers.artifact(artifacts.ModelMetrics, str(tmp_path / 'metrics'))
+  executor.Do({'model': [teacher], 'examples': [examples], 'transform_graph': [graph]},
+              {'pruned_model': [helpers.artifact(standard_artifacts.Model, str(tmp_path / 'p'))],
+               'metrics': [metrics_artifact]},
+              {'target_sparsity': 0.8, 'schedule': 'polynomial', 'begin_step': 0,
+               'end_step': -1, 'block_size': None, 'm_by_n': None, 'max_accuracy_drop': 1.0,
+               'sparsities': json.dumps([0.5, 0.8]), 'label_column': 'species',
+               'train_args': json.dumps({'num_steps': 20}),
+               'eval_args': json.dumps({'num_steps': 5}),
+               'custom_config': json.dumps({'batch_size': 32})})
+  assert [trial['sparsity'] for trial in json.load(open(os.path.join(
+      metrics_artifact.uri, 'metrics.json')))['trials']] == [0.5, 0.8]
+  assert pruner_executor.overall_sparsity(executor.dense_model) < 0.05
+  assert pruner_executor.overall_sparsity(executor.wrapped) >= 0.79
+  # One training step function for both sparsities.
+  assert executor.wrapped.train_function is not None
+
+
 def untrained_model(data, output_dir):
   """The tabular teacher's architecture, untrained: far below the trained teacher."""
   import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel

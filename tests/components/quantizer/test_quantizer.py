@@ -184,6 +184,40 @@ def test_full_integer_refuses_an_op_with_no_tflite_kernel_by_name(strict_int8):
                        strict_int8=strict_int8)
 
 
+def small_model(seed):
+  tf_keras.utils.set_random_seed(seed)
+  inputs = tf_keras.Input((3,), name='x')
+  return tf_keras.Model({'x': inputs}, tf_keras.layers.Dense(2)(inputs))
+
+
+def test_a_float_conversion_is_made_once_per_model_and_weights(monkeypatch, tmp_path):
+  # The full integer modes convert to float first (to find ops with no kernel), the
+  # Quantizer's float reference is that same conversion, and the Pruner and Quantizers
+  # convert the same saved model in one LocalDagRunner process: it is made once.
+  model = small_model(0)
+  made = []
+  original = conversion._converter  # pylint: disable=protected-access
+
+  def counting(*args):
+    made.append(args)
+    return original(*args)
+
+  monkeypatch.setattr(conversion, '_converter', counting)
+  assert conversion.ops_without_tflite_kernel(model) == []
+  first = conversion.convert(model)
+  assert len(made) == 1
+  assert conversion.convert(model) == first and len(made) == 1
+  model.save(str(tmp_path / 'saved'), save_format='tf')
+  assert conversion.convert(tf_keras.models.load_model(str(tmp_path / 'saved'),
+                                                       compile=False)) == first
+  assert len(made) == 1
+  # New weights are a new model to convert.
+  model.set_weights([weight + 1.0 for weight in model.get_weights()])
+  changed = conversion.convert(model)
+  assert len(made) == 2 and changed != first
+  assert conversion.convert(small_model(1)) != changed and len(made) == 3
+
+
 def make(**overrides):
   return Quantizer(model=helpers.channel(standard_artifacts.Model),
                    examples=helpers.channel(standard_artifacts.Examples),
