@@ -32,9 +32,20 @@ BASELINE_RATIO_TARGET = 0.6
 # Each training's fixed cost (the start of fit to its first call of steps, less a
 # later call's time).
 FIRST_STEP_TARGET_S = 3.0
-# The chosen model's test accuracy may move this much from the baseline's.
+# The chosen model's test accuracy may be at most this much below the baseline's.
 ACCURACY_TOLERANCE = 0.005
+# `make demo` in all, after `make venv`.
+DEMO_TARGET_S = 180
 IMPORTS = 'from tfx import v1; import tfx_distillery.pipelines.pipeline'
+
+
+def demo_seconds(work_dir: str) -> float:
+  """`make demo`'s command, `distillery run --dataset taxi`, in a fresh process and home."""
+  command = os.path.join(os.path.dirname(sys.executable), 'distillery')
+  start = time.monotonic()
+  subprocess.run([command, 'run', '--dataset', 'taxi'], check=True, capture_output=True,
+                 env={**os.environ, 'DISTILLERY_HOME': os.path.join(work_dir, 'demo')})
+  return time.monotonic() - start
 
 
 def import_seconds() -> float:
@@ -93,6 +104,7 @@ def main() -> None:
     with phases.recording(lambda: local_runner._running_node or 'pipeline') as recorder:  # pylint: disable=protected-access
       first = local_runner.execute(runner_args)
     cached = local_runner.execute(runner_args)
+    demo_s = demo_seconds(args.work_dir)
     decision = first.summary.gate_decision or {}
     cached_over_first = cached.wall_seconds / first.wall_seconds
     models = {row.name: {'accuracy': row.figures['accuracy'],
@@ -114,10 +126,12 @@ def main() -> None:
       targets += [
           results.target(f'first run / first run at {BASELINE_COMMIT} (same machine)', ratio,
                          f'<= {BASELINE_RATIO_TARGET}', ratio <= BASELINE_RATIO_TARGET),
+          # One-sided: the chain is not seeded, and the chosen model's test accuracy moves
+          # by about 0.01 between runs of one commit; what must not happen is a loss.
           results.target(f'chosen model\'s test accuracy - at {BASELINE_COMMIT}',
                          chosen_accuracy - baseline_chosen,
-                         f'within {ACCURACY_TOLERANCE}',
-                         abs(chosen_accuracy - baseline_chosen) <= ACCURACY_TOLERANCE),
+                         f'>= -{ACCURACY_TOLERANCE}',
+                         chosen_accuracy - baseline_chosen >= -ACCURACY_TOLERANCE),
       ]
     targets += [
         results.target('slowest training\'s time to first step (s)',
@@ -126,6 +140,8 @@ def main() -> None:
                        bool(first_step) and max(first_step.values()) <= FIRST_STEP_TARGET_S),
         results.target('cached run / first run', cached_over_first, '<= 0.10',
                        cached_over_first <= 0.10),
+        results.target('`make demo` in all: a fresh process, imports to report (s)', demo_s,
+                       f'<= {DEMO_TARGET_S}', demo_s <= DEMO_TARGET_S),
     ]
     return {
         'title': f"The whole chain: `make demo`'s run ({args.dataset}), then again from cache",
@@ -138,6 +154,7 @@ def main() -> None:
         'cached_run_s': cached.wall_seconds,
         'cached_over_first': cached_over_first,
         'imports_s': imports_s,
+        'demo_s': demo_s,
         'component_s': first.component_seconds,
         'cached_component_s': cached.component_seconds,
         'phase_s': split,
@@ -155,6 +172,27 @@ def main() -> None:
         'models': models,
         'majority_accuracy': decision.get('majority_accuracy'),
         'targets': targets,
+        'notes': [
+            'What was cut (issue 27), by the profile: AutoGraph rewrote every tf_keras and '
+            'tfmot function a training step reaches before tracing it (12 of the teacher\'s '
+            '14.7 s to its first step); they are now traced as written '
+            '(components/common/tracing.py). Adam\'s slots are made before fit, so the step '
+            'is traced once, not twice. The Pruner wraps and traces one model for its whole '
+            'search and fine-tunes each sparsity from the last one kept (each still gets all '
+            'its steps). A float TFLite conversion is made once per model and weights: the '
+            'full integer check, the Quantizer\'s float reference and the Pruner\'s dense '
+            'figure are one conversion.',
+            'What is left is work, or costs we do not own: Beam (ExampleGen, StatisticsGen, '
+            'the Transform\'s analyse and transform, about 30 s, DirectRunner in memory); '
+            'TFLite conversions (2 to 3 s each, mostly the converter saving the Keras model '
+            'as a SavedModel; converting from a concrete function was no faster); the '
+            'SavedModel exports (2 to 4 s each); and the training steps themselves.',
+            'Phases are booked by benchmarks/phases.py to the node LocalDagRunner is running, '
+            'innermost timed call first; `other` is what no timed call claims (TFX\'s '
+            'launcher, ML Metadata, small Python work). Time to first step is the start of '
+            'fit to the end of its first call of steps, less a later call\'s time, plus the '
+            'first validation less a later one.',
+        ],
         'tables': [
             results.table(
                 f"Models the gate compared (chosen: {chosen}; majority class "
