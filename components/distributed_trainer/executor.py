@@ -19,6 +19,7 @@ from tfx_distillery.components.common import progress
 from tfx_distillery.components.distributed_trainer import cluster
 from tfx_distillery.components.distributed_trainer import spec as trainer_spec
 from tfx_distillery.components.common import strategy as strategy_lib
+from tfx_distillery.components.common import tracing
 
 OUR_KEYS = (trainer_spec.STRATEGY_KEY, trainer_spec.NUM_WORKERS_KEY,
             trainer_spec.NUM_PARAMETER_SERVERS_KEY, trainer_spec.COMMUNICATION_KEY,
@@ -81,6 +82,8 @@ class Executor(trainer_executor.GenericExecutor):
         num_workers=int(exec_properties[trainer_spec.NUM_WORKERS_KEY]),
         num_parameter_servers=int(exec_properties[trainer_spec.NUM_PARAMETER_SERVERS_KEY]),
         backup_dir=backup_folder(input_dict, output_dict, trainer_properties))
+    # A user's run_fn, which may import nothing of ours, gets the same short first step.
+    tracing.trace_keras_as_written()
     with progress.component_timer(f'{self.COMPONENT_NAME} executor'):
       if exec_properties.get(trainer_spec.VERTEX_TRAINING_KEY):
         self._run_on_vertex(input_dict, output_dict, trainer_properties,

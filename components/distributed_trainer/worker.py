@@ -27,6 +27,8 @@ CORES_VARIABLE = 'DISTILLERY_CORES'
 def main(job_path: str, job_name: str, task_index: int) -> int:
   progress.set_console(_PROGRESS_STREAM)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tfx_distillery.components.common import tracing  # pylint: disable=g-import-not-at-top
+  tracing.trace_keras_as_written()  # As in-process runs: a user's run_fn traces Keras as written.
 
   training = strategy_lib.settings()
   if training.strategy == 'parameter_server' and job_name in ('worker', 'ps'):
