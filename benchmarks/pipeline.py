@@ -133,7 +133,16 @@ def main() -> None:
                          f'>= -{ACCURACY_TOLERANCE}',
                          chosen_accuracy - baseline_chosen >= -ACCURACY_TOLERANCE),
       ]
+    from tfx_distillery.components.quantizer import conversion  # pylint: disable=g-import-not-at-top
+    # Float students: every candidate the Quantizer did not make (its names end in a mode).
+    float_students = {name: figures['accuracy'] for name, figures in models.items()
+                      if name != 'teacher' and not name.endswith(conversion.MODES)}
+    teacher_margin = (models['teacher']['accuracy'] - max(float_students.values())
+                      if 'teacher' in models and float_students else None)
     targets += [
+        results.target('teacher\'s test accuracy - best float student\'s ('
+                       + ', '.join(sorted(float_students)) + ')', teacher_margin, '>= 0',
+                       teacher_margin is not None and teacher_margin >= 0),
         results.target('slowest training\'s time to first step (s)',
                        max(first_step.values()) if first_step else None,
                        f'<= {FIRST_STEP_TARGET_S}',

@@ -4,6 +4,7 @@ Module files (taxi_*, digits_*, tabular_*) import this; nothing here is copied.
 Every model outputs logits: one for a binary label, one per class otherwise.
 """
 
+import copy
 import re
 from typing import Callable, Dict, Optional
 
@@ -234,7 +235,9 @@ def build_mlp(tf_transform_output: tft.TFTransformOutput,
   return tf_keras.Model(inputs=inputs, outputs=logits, name=name)
 
 
-def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_keras.Model:
+def train_and_export(fn_args, build_model: ModelBuilder, model_name: str,
+                     early_stopping_patience: Optional[int] = None,
+                     defaults: Optional[Dict[str, object]] = None) -> tf_keras.Model:
   """The whole run_fn: read, train with progress lines, evaluate, export.
 
   Works under every DistributedTrainer strategy and under the stock Trainer. The
@@ -245,10 +248,18 @@ def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_
     fn_args: The `FnArgs` TFX hands to `run_fn`.
     build_model: Builds the Keras model (logits out) from the transform output.
     model_name: Name used in progress lines and metrics.
+    early_stopping_patience: The module's default for early stopping on eval
+      (restoring the best epoch); hyperparameters' or custom_config's
+      `early_stopping_patience` overrides it, and None there turns it off.
+    defaults: The module's own settings (`epochs`, `learning_rate`, ...), used
+      where neither hyperparameters nor custom_config give one.
 
   Returns:
     The trained Keras model.
   """
+  if defaults:
+    fn_args = copy.copy(fn_args)
+    fn_args.custom_config = {**defaults, **(getattr(fn_args, 'custom_config', None) or {})}
   run = modeling.TrainingRun.from_fn_args(fn_args)
   with run.strategy.scope():
     hyperparameters = getattr(fn_args, 'hyperparameters', None)
@@ -260,7 +271,9 @@ def train_and_export(fn_args, build_model: ModelBuilder, model_name: str) -> tf_
                   steps_per_execution=run.steps_per_execution)
     modeling.create_optimizer_slots(model)
   run.log_plan(model_name, model)
-  epoch_progress, training_callbacks = run.callbacks(model_name)
+  epoch_progress, training_callbacks = run.callbacks(
+      model_name, early_stopping_patience=config_value(
+          fn_args, modeling.EARLY_STOPPING_PATIENCE_KEY, early_stopping_patience))
   model.fit(run.train_dataset(), epochs=run.epochs, steps_per_epoch=run.steps_per_epoch,
             validation_data=run.eval_dataset(), validation_steps=run.eval_steps, verbose=0,
             callbacks=training_callbacks)

@@ -6,6 +6,12 @@ import tensorflow_transform as tft
 from tfx_distillery.trainer_modules import base
 from tfx_distillery.trainer_modules import digits_transform
 
+# A teacher that overfits teaches its overfitting: stop when the eval loss stops falling
+# and keep the best epoch.
+EARLY_STOPPING_PATIENCE = 3
+DROPOUT = 0.2
+TRAINING_DEFAULTS = {'epochs': 15}
+
 
 # Called by run_fn below (the Distiller reads the exported teacher, not this).
 def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
@@ -18,7 +24,8 @@ def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=No
   hidden = tf_keras.layers.MaxPooling2D()(hidden)
   hidden = tf_keras.layers.Flatten()(hidden)
   hidden = tf_keras.layers.Dense(128, activation='relu')(hidden)
-  hidden = tf_keras.layers.Dropout(0.2)(hidden)
+  hidden = tf_keras.layers.Dropout(
+      float(base.hyperparameter(hyperparameters, 'dropout', DROPOUT)))(hidden)
   logits = tf_keras.layers.Dense(
       base.label_settings(hyperparameters)['num_outputs'] or base.output_units(tf_transform_output),
       name='logits')(hidden)
@@ -29,4 +36,6 @@ def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=No
 # Called by Trainer / DistributedTrainer.
 def run_fn(fn_args):
   """Trains the digits teacher and exports it with raw-example serving signatures."""
-  base.train_and_export(fn_args, build_teacher, 'digits_teacher')
+  base.train_and_export(fn_args, build_teacher, 'digits_teacher',
+                        early_stopping_patience=EARLY_STOPPING_PATIENCE,
+                        defaults=TRAINING_DEFAULTS)

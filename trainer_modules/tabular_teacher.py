@@ -7,6 +7,10 @@ from tfx_distillery.trainer_modules import base
 
 HIDDEN_UNITS = (128, 64)
 
+# A teacher that overfits teaches its overfitting: stop when the eval loss stops falling
+# and keep the best epoch.
+EARLY_STOPPING_PATIENCE = 3
+
 
 # Called by run_fn below (the Distiller reads the exported teacher, not this).
 def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=None
@@ -19,4 +23,5 @@ def build_teacher(tf_transform_output: tft.TFTransformOutput, hyperparameters=No
 # Called by Trainer / DistributedTrainer.
 def run_fn(fn_args):
   """Trains the tabular teacher and exports it with raw-example serving signatures."""
-  base.train_and_export(fn_args, build_teacher, 'tabular_teacher')
+  base.train_and_export(fn_args, build_teacher, 'tabular_teacher',
+                        early_stopping_patience=EARLY_STOPPING_PATIENCE)

@@ -25,6 +25,8 @@ class EpochProgress(tf_keras.callbacks.Callback):
     self.first_epoch: Optional[int] = None
     self.epochs_run = 0
     self.epoch_seconds = []
+    # Each epoch's numeric logs (loss, accuracy, val_*): the training curve in metrics.json.
+    self.curve = []
 
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch_start = time.monotonic()
@@ -34,11 +36,40 @@ class EpochProgress(tf_keras.callbacks.Callback):
   def on_epoch_end(self, epoch, logs=None):
     self.epochs_run += 1
     self.epoch_seconds.append(time.monotonic() - self._epoch_start)
+    self.curve.append({name: float(value) for name, value in sorted((logs or {}).items())
+                       if isinstance(value, (int, float))})
     metrics = ' '.join(f'{name}={value:.4f}' for name, value in sorted((logs or {}).items())
                        if isinstance(value, (int, float)))
     progress.get_logger().info('%s epoch %d/%s: %s (%.1f s)', self._description, epoch + 1,
                                self.params.get('epochs', '?'), metrics,
                                self.epoch_seconds[-1])
+
+
+class EarlyStoppingOnEval(tf_keras.callbacks.EarlyStopping):
+  """Keras' EarlyStopping on the eval loss, restoring the best epoch's weights at the end.
+
+  The best weights are restored whether or not training stopped early, so the
+  exported model is the epoch with the lowest eval loss.
+  """
+
+  MONITOR = 'val_loss'
+
+  def __init__(self, patience: int, description: str = 'train'):
+    super().__init__(monitor=self.MONITOR, patience=patience, restore_best_weights=True)
+    self._description = description
+
+  def on_train_end(self, logs=None):
+    super().on_train_end(logs)
+    if self.best_weights is not None:
+      progress.get_logger().info(
+          '%s: kept epoch %d (lowest %s %.4f)%s', self._description, self.best_epoch + 1,
+          self.MONITOR, self.best,
+          f', stopped after epoch {self.stopped_epoch + 1}' if self.stopped_epoch else '')
+
+  def describe(self) -> dict:
+    return {'monitor': self.MONITOR, 'patience': self.patience,
+            'best_epoch': self.best_epoch + 1 if self.best_weights is not None else None,
+            'stopped_after_epoch': self.stopped_epoch + 1 if self.stopped_epoch else None}
 
 
 def suggested_batch_size(per_replica_batch_size: int, communication_seconds: float,

@@ -138,6 +138,28 @@ def config_value(fn_args, key: str, default):
 
 
 STEPS_PER_EXECUTION = 16
+EARLY_STOPPING_PATIENCE_KEY = 'early_stopping_patience'
+
+
+def validate_patience(patience) -> int:
+  """Returns `patience` as an int; raises ValueError unless it is an integer >= 1."""
+  if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+    raise ValueError(f'{EARLY_STOPPING_PATIENCE_KEY} must be an integer >= 1 (epochs without a '
+                     f'lower eval loss) or None (off); got {patience!r}.')
+  return patience
+
+
+def early_stopping_callback(fn_args, model_name: str = 'train'
+                           ) -> Optional[keras_callbacks.EarlyStoppingOnEval]:
+  """The early stopping a DistributedTrainer's `early_stopping_patience` asks for, or None.
+
+  For a user's run_fn: add it to `fit`'s callbacks (with validation data) and the
+  model ends at its epoch of lowest eval loss.
+  """
+  patience = config_value(fn_args, EARLY_STOPPING_PATIENCE_KEY, None)
+  if patience is None:
+    return None
+  return keras_callbacks.EarlyStoppingOnEval(validate_patience(patience), model_name)
 
 
 @dataclasses.dataclass
@@ -165,6 +187,8 @@ class TrainingRun:
   options: reading.IngestionOptions
   # Set by callbacks() under all-reduce strategies; its step profile goes to metrics.json.
   communication_profile: Optional[keras_callbacks.CommunicationProfile] = None
+  # Set by callbacks() when early stopping is on; what it kept goes to metrics.json.
+  early_stopping: Optional[keras_callbacks.EarlyStoppingOnEval] = None
 
   @classmethod
   def from_fn_args(cls, fn_args, train_steps: Optional[int] = None,
@@ -216,14 +240,24 @@ class TrainingRun:
         options=reading.read_options(
             os.path.dirname(os.path.dirname(fn_args.train_files[0]))))
 
-  def optimizer(self) -> tf_keras.optimizers.Optimizer:
+  def optimizer(self, schedule: str = 'constant') -> tf_keras.optimizers.Optimizer:
     """Adam at the configured learning rate (create it inside the strategy scope).
 
     Its gradients are all-reduced dense, in one packed collective: see
     `all_reduce_dense_gradients`.
+
+    Args:
+      schedule: `constant`, or `cosine`: from the learning rate down to 0 over
+        the run's steps (a small model keeps improving late in a long run when
+        its steps shrink).
     """
-    return all_reduce_dense_gradients(
-        tf_keras.optimizers.Adam(float(config_value(self.fn_args, 'learning_rate', 1e-3))))
+    learning_rate = float(config_value(self.fn_args, 'learning_rate', 1e-3))
+    if schedule == 'cosine':
+      learning_rate = tf_keras.optimizers.schedules.CosineDecay(
+          learning_rate, decay_steps=self.epochs * self.steps_per_epoch)
+    elif schedule != 'constant':
+      raise ValueError(f"schedule must be 'constant' or 'cosine'; got {schedule!r}.")
+    return all_reduce_dense_gradients(tf_keras.optimizers.Adam(learning_rate))
 
   def train_dataset(self, record_dataset_fn=None) -> tf.data.Dataset:
     """Shuffled, repeated training batches of the global batch size."""
@@ -257,9 +291,10 @@ class TrainingRun:
         self.strategy.num_replicas_in_sync, self.epochs, self.steps_per_epoch,
         self.steps_per_execution)
 
-  def callbacks(self, model_name: str, run_name: str = '', profile: bool = True
+  def callbacks(self, model_name: str, run_name: str = '', profile: bool = True,
+                early_stopping_patience: Optional[int] = None
                ) -> Tuple[keras_callbacks.EpochProgress, List[tf_keras.callbacks.Callback]]:
-    """Progress lines, TensorBoard, BackupAndRestore and the communication profile.
+    """Progress lines, TensorBoard, BackupAndRestore, early stopping, communication profile.
 
     Args:
       model_name: Name shown in the progress lines.
@@ -267,10 +302,17 @@ class TrainingRun:
         that trains several models one after the other.
       profile: Add the communication profile under all-reduce strategies (it
         needs a functional model, whose inputs it can fake).
+      early_stopping_patience: Stop after this many epochs without a lower eval
+        loss and restore the best epoch (fit must be given validation data);
+        None trains every epoch.
     """
     epoch_progress = keras_callbacks.EpochProgress(model_name)
     training_callbacks = [epoch_progress, tf_keras.callbacks.TensorBoard(
         os.path.join(self.fn_args.model_run_dir, run_name))]
+    if early_stopping_patience is not None:
+      self.early_stopping = keras_callbacks.EarlyStoppingOnEval(
+          validate_patience(early_stopping_patience), model_name)
+      training_callbacks.append(self.early_stopping)
     # Keras' BackupAndRestore refuses OneDeviceStrategy; the other strategies resume.
     if distribution.backup_dir(self.fn_args) and not isinstance(
         self.strategy, tf.distribute.OneDeviceStrategy):
@@ -292,6 +334,8 @@ class TrainingRun:
         'global_batch_size': self.global_batch_size,
         'steps_per_epoch': self.steps_per_epoch,
         'epoch_seconds': epoch_progress.epoch_seconds,
+        'curve': epoch_progress.curve,
+        'early_stopping': self.early_stopping.describe() if self.early_stopping else None,
         'step_profile': (self.communication_profile.describe()
                          if self.communication_profile else {}),
     }

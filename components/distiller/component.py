@@ -78,6 +78,8 @@ class Distiller(base_component.BaseComponent):
                alphas: Sequence[float] = (0.1, 0.5, 0.9),
                validation_percent: int = 10,
                mixup: float = 1.0,
+               noise: float = 0.0,
+               learning_rate_schedule: str = 'constant',
                student_hidden_units: Optional[Sequence[int]] = None,
                student_parameter_share: Optional[float] = None,
                train_args: Optional[tfx.proto.TrainArgs] = None,
@@ -127,6 +129,11 @@ class Distiller(base_component.BaseComponent):
         student both see mixes of pairs of training examples, so the student
         learns the teacher's answers between them. 1 (the default) draws the
         mixing weight uniformly; 0 turns mixup off.
+      noise: Gaussian noise on the soft term's float inputs (after mixup), as a
+        multiple of each feature's spread in the batch: the teacher labels
+        examples the training set lacks. 0 turns it off.
+      learning_rate_schedule: `constant`, or `cosine` (decays to 0 over the
+        steps; the from-scratch baseline gets the same schedule).
       student_hidden_units: The built-in student's hidden layer widths (default (16,)).
       student_parameter_share: Size the built-in student instead as the widest one
         hidden layer with at most this share of the (first) teacher's parameters, in (0, 1].
@@ -183,7 +190,8 @@ class Distiller(base_component.BaseComponent):
         teacher_weights=tuple(teacher_weights) if teacher_weights is not None else None,
         multi_teacher_mode=multi_teacher_mode, train_baseline=bool(train_baseline),
         tune=bool(tune), temperatures=tuple(temperatures), alphas=tuple(alphas),
-        validation_percent=validation_percent, mixup=mixup, label_key=label_key,
+        validation_percent=validation_percent, mixup=mixup, noise=noise,
+        learning_rate_schedule=learning_rate_schedule, label_key=label_key,
         label_column=label_column, num_classes=num_classes, eval_examples=eval_examples,
         student_hidden_units=(tuple(student_hidden_units) if student_hidden_units is not None
                               else None),

@@ -25,6 +25,7 @@ from tfx_distillery.components.distiller import teachers as teachers_lib
 from tfx_distillery.trainer_modules import builtin_student
 
 MULTI_TEACHER_MODES = ('average', 'many_on_many')
+LEARNING_RATE_SCHEDULES = ('constant', 'cosine')
 METRICS_FILE_NAME = 'metrics.json'
 StudentBuilder = Callable[[tft.TFTransformOutput, Optional[dict]], tf_keras.Model]
 
@@ -49,6 +50,9 @@ class DistillationSettings:
       for tuning.
     mixup: Beta concentration of the mixup applied to the soft term's inputs
       (teacher and student see the same mixed batch); 0 turns it off.
+    noise: Gaussian noise added to the soft term's float inputs, as a multiple
+      of each feature's spread in the batch; 0 turns it off.
+    learning_rate_schedule: `constant`, or `cosine` (decays to 0 over the steps).
     label_key: The transformed label feature.
     label_column: The raw label column, which serving requests lack.
     num_classes: The label's class count; None resolves it (schema, teacher,
@@ -68,6 +72,8 @@ class DistillationSettings:
   alphas: Tuple[float, ...] = (0.1, 0.5, 0.9)
   validation_percent: int = 10
   mixup: float = 1.0
+  noise: float = 0.0
+  learning_rate_schedule: str = 'constant'
   label_key: str = labels.DEFAULT_LABEL_KEY
   label_column: str = labels.DEFAULT_LABEL_KEY
   num_classes: Optional[int] = None
@@ -131,6 +137,13 @@ def validate(settings: DistillationSettings, num_teachers: int) -> None:
   if not _is_number(settings.mixup) or not 0 <= settings.mixup < math.inf:
     raise ValueError(f'mixup must be a finite number >= 0 (0 turns it off); got '
                      f'{settings.mixup!r}.')
+  if not _is_number(settings.noise) or not 0 <= settings.noise < math.inf:
+    raise ValueError(f'noise must be a finite number >= 0 (0 turns it off); got '
+                     f'{settings.noise!r}.')
+  if settings.learning_rate_schedule not in LEARNING_RATE_SCHEDULES:
+    raise ValueError(f'learning_rate_schedule must be one of '
+                     f'{", ".join(LEARNING_RATE_SCHEDULES)}; got '
+                     f'{settings.learning_rate_schedule!r}.')
   labels.validate_label_key(settings.label_key)
   if not isinstance(settings.label_column, str) or not settings.label_column:
     raise ValueError(f'label_column must name the raw label column; got '
@@ -153,7 +166,8 @@ class DistillationModel(tf_keras.Model):
 
   def __init__(self, student: tf_keras.Model, teachers: Sequence[teachers_lib.Teacher],
                temperature: float, alpha: float,
-               teacher_weights: Optional[Sequence[float]] = None, mixup: float = 0.0):
+               teacher_weights: Optional[Sequence[float]] = None, mixup: float = 0.0,
+               noise: float = 0.0):
     super().__init__(name='distillation')
     self.student = student
     # Frozen, and kept out of Keras' tracking: only the student's weights train.
@@ -162,6 +176,7 @@ class DistillationModel(tf_keras.Model):
     self.alpha = float(alpha)
     self.teacher_weights = teacher_weights
     self.mixup = float(mixup)
+    self.noise = float(noise)
     self.loss_tracker = tf_keras.metrics.Mean(name='loss')
 
   def call(self, features, training=False):
@@ -179,7 +194,10 @@ class DistillationModel(tf_keras.Model):
     if self.alpha < 1.0:  # alpha = 1 is training from scratch: the teacher is not needed.
       teacher_inputs = x
       if self.mixup > 0:
-        teacher_inputs = loss_lib.mix_features(x, self.mixup)
+        teacher_inputs = loss_lib.mix_features(teacher_inputs, self.mixup)
+      if self.noise > 0:
+        teacher_inputs = loss_lib.perturb_features(teacher_inputs, self.noise)
+      if teacher_inputs is not x:
         soft_logits = self(teacher_inputs, training=True)
       targets = loss_lib.soft_targets(
           [teachers_lib.frozen_logits(teacher, teacher_inputs) for teacher in self._teachers],
@@ -304,9 +322,10 @@ class Distillation:
           student._name = f'{student.name}_{position}'  # pylint: disable=protected-access
         distillation = DistillationModel(student, group, temperature, alpha,
                                          self.settings.teacher_weights if len(groups) == 1
-                                         else None, self.settings.mixup)
+                                         else None, self.settings.mixup, self.settings.noise)
         _, metrics = modeling.loss_and_metrics(self.run.units)
-        distillation.compile(optimizer=self.run.optimizer(), metrics=metrics,
+        distillation.compile(optimizer=self.run.optimizer(self.settings.learning_rate_schedule),
+                             metrics=metrics,
                              steps_per_execution=self.run.steps_per_execution)
         modeling.create_optimizer_slots(distillation)
       self.run.log_plan(run_name, student)

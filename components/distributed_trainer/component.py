@@ -6,6 +6,7 @@ from typing import Any, Dict, Optional
 from tfx import v1 as tfx
 from tfx.dsl.components.base import executor_spec
 
+from tfx_distillery.components.common import modeling
 from tfx_distillery.components.common import modules
 from tfx_distillery.components.common import parameters
 from tfx_distillery.components.distributed_trainer import executor
@@ -21,7 +22,10 @@ class DistributedTrainer(tfx.components.Trainer):
   A stock module file runs unchanged with one worker. Module files that want the
   distribution call `components.distributed_trainer.strategy_for(fn_args)` for a
   ready strategy and `backup_dir(fn_args)` for BackupAndRestore; they never see
-  a TF_CONFIG.
+  a TF_CONFIG. `early_stopping_patience` reaches run_fn as custom_config's
+  `early_stopping_patience`: our module files (through `train_and_export`) stop
+  on the eval loss and keep the best epoch; a user's run_fn adds
+  `early_stopping_callback(fn_args)` to its `fit`.
 
   With `num_workers` > 1 (or the `parameter_server` strategy) the executor starts
   one process per task on free loopback ports, streams their progress lines with
@@ -54,7 +58,8 @@ class DistributedTrainer(tfx.components.Trainer):
                num_workers: int = 1,
                num_parameter_servers: int = 0,
                communication: str = 'auto',
-               vertex_training: Optional[Dict[str, Any]] = None):
+               vertex_training: Optional[Dict[str, Any]] = None,
+               early_stopping_patience: Optional[int] = None):
     """Constructs a DistributedTrainer.
 
     Args:
@@ -80,6 +85,9 @@ class DistributedTrainer(tfx.components.Trainer):
       vertex_training: Train on Vertex AI worker pools instead of local
         processes: `project`, `region` and `image` (with TFX and this package),
         optionally `machine_type`, `accelerator_type`, `accelerator_count`.
+      early_stopping_patience: Epochs without a lower eval loss before training
+        stops; the best epoch's weights are kept. None (the default) leaves it to
+        the module: off for a user's run_fn, on in our module files.
 
     Raises:
       ValueError: naming the argument that is not allowed.
@@ -90,6 +98,15 @@ class DistributedTrainer(tfx.components.Trainer):
       modules.check_module_defines(module_file, 'run_fn', '(fn_args)')
     parameters.refuse_secrets('custom_config', custom_config)
     parameters.refuse_secrets('vertex_training', vertex_training)
+    if early_stopping_patience is not None:
+      modeling.validate_patience(early_stopping_patience)
+      given = (custom_config or {}).get(modeling.EARLY_STOPPING_PATIENCE_KEY)
+      if given is not None and given != early_stopping_patience:
+        raise ValueError(f'early_stopping_patience={early_stopping_patience} and custom_config'
+                         f"['{modeling.EARLY_STOPPING_PATIENCE_KEY}']={given!r} disagree; "
+                         'give one.')
+      custom_config = {**(custom_config or {}),
+                       modeling.EARLY_STOPPING_PATIENCE_KEY: early_stopping_patience}
     if vertex_training is not None:
       missing = [key for key in ('project', 'region', 'image') if not vertex_training.get(key)]
       if missing:

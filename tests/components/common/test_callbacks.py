@@ -22,3 +22,30 @@ def test_epoch_progress_records_the_epochs_that_ran():
   assert progress.first_epoch == 3 and progress.epochs_run == 3
   assert len(progress.epoch_seconds) == 3 and all(seconds >= 0 for seconds in
                                                    progress.epoch_seconds)
+
+
+def test_early_stopping_keeps_the_epoch_with_the_lowest_eval_loss():
+  # Eval labels are the opposite of the training labels: every epoch of training makes the
+  # eval loss worse, so the best epoch is the first and training stops after 1 + patience.
+  features = np.random.RandomState(0).normal(size=(64, 3)).astype(np.float32)
+  labels = (features[:, 0] > 0).astype(np.float32)
+  tf_keras.utils.set_random_seed(1)
+  model = tf_keras.Sequential([tf_keras.layers.Dense(1, input_shape=(3,))])
+  model.compile(tf_keras.optimizers.SGD(0.5),
+                tf_keras.losses.BinaryCrossentropy(from_logits=True))
+  weights_after_epoch = []
+  record = tf_keras.callbacks.LambdaCallback(
+      on_epoch_end=lambda epoch, logs: weights_after_epoch.append(model.get_weights()))
+  stopping = callbacks.EarlyStoppingOnEval(patience=2, description='tiny')
+  progress = callbacks.EpochProgress('tiny')
+  model.fit(features, labels, validation_data=(features, 1 - labels), epochs=10, verbose=0,
+            callbacks=[progress, record, stopping])
+  assert progress.epochs_run == 3
+  assert stopping.describe() == {'monitor': 'val_loss', 'patience': 2, 'best_epoch': 1,
+                                 'stopped_after_epoch': 3}
+  for kept, first in zip(model.get_weights(), weights_after_epoch[0]):
+    np.testing.assert_array_equal(kept, first)
+  assert not np.array_equal(model.get_weights()[0], weights_after_epoch[-1][0])
+  # The curve holds every epoch's logs, eval loss rising.
+  losses = [epoch['val_loss'] for epoch in progress.curve]
+  assert len(losses) == 3 and losses[0] < losses[1] < losses[2]

@@ -167,6 +167,10 @@ def test_outputs_are_model_model_run_and_metrics():
     ({'mixup': -0.5}, 'mixup must be a finite number >= 0'),
     ({'mixup': True}, 'mixup must be a finite number >= 0'),
     ({'mixup': float('inf')}, 'mixup must be a finite number >= 0'),
+    ({'noise': -0.1}, 'noise must be a finite number >= 0'),
+    ({'noise': '0.3'}, 'noise must be a finite number >= 0'),
+    ({'learning_rate_schedule': 'linear'}, 'learning_rate_schedule must be one of constant, '
+                                           'cosine'),
     ({'label_key': ''}, 'label_key must name the transformed label feature'),
     ({'num_classes': 1}, 'num_classes must be an integer >= 2 or None'),
     ({'label_column': None}, 'label_column must name the raw label column'),

@@ -174,3 +174,23 @@ def test_mixup_trains_through_the_distillation_model_without_touching_the_teache
     np.testing.assert_array_equal(before, after.numpy())
   assert any(not np.array_equal(before, after.numpy())
              for before, after in zip(student_before, student.weights))
+
+
+def test_noise_perturbs_float_features_by_their_spread_and_leaves_ids_alone():
+  batch = 4096
+  rows = np.random.RandomState(0)
+  wide = tf.constant(rows.normal(scale=10.0, size=(batch, 2)).astype(np.float32))
+  narrow = tf.constant(rows.normal(scale=0.1, size=(batch,)).astype(np.float32))
+  ids = tf.constant(rows.randint(0, 5, size=(batch, 1)).astype(np.int64))
+  features = {'wide': wide, 'narrow': narrow, 'ids': ids}
+  perturbed = loss_lib.perturb_features(features, 0.5, seed=4)
+  assert {name: (value.shape, value.dtype) for name, value in perturbed.items()} == {
+      name: (value.shape, value.dtype) for name, value in features.items()}
+  np.testing.assert_array_equal(perturbed['ids'].numpy(), ids.numpy())
+  # The noise is half of each column's own spread: 5 for the wide, 0.05 for the narrow.
+  np.testing.assert_allclose(np.std(perturbed['wide'].numpy() - wide.numpy(), axis=0), [5, 5],
+                             rtol=0.05)
+  np.testing.assert_allclose(np.std(perturbed['narrow'].numpy() - narrow.numpy()), 0.05,
+                             rtol=0.05)
+  unchanged = loss_lib.perturb_features(features, 0.0)
+  np.testing.assert_array_equal(unchanged['wide'].numpy(), wide.numpy())

@@ -192,6 +192,22 @@ def test_bad_arguments_fail_at_construction_naming_the_parameter(kwargs, message
     make(**kwargs)
 
 
+@pytest.mark.parametrize('patience', [0, -1, 1.5, True, '2'])
+def test_early_stopping_patience_must_be_a_whole_number_of_epochs(patience):
+  with pytest.raises(ValueError, match='early_stopping_patience must be an integer >= 1'):
+    make(early_stopping_patience=patience)
+
+
+def test_early_stopping_patience_reaches_run_fn_through_custom_config():
+  component = make(early_stopping_patience=3, custom_config={'epochs': 9})
+  assert json.loads(component.exec_properties['custom_config']) == {
+      'epochs': 9, 'early_stopping_patience': 3}
+  assert 'early_stopping_patience' not in (json.loads(
+      make().exec_properties['custom_config'] or 'null') or {})
+  with pytest.raises(ValueError, match='early_stopping_patience=3 and custom_config'):
+    make(early_stopping_patience=3, custom_config={'early_stopping_patience': 5})
+
+
 def test_no_free_port_is_a_clear_error(monkeypatch):
   def refuse(self, address):
     raise OSError(98, 'Address already in use')
