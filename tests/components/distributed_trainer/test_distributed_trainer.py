@@ -23,6 +23,7 @@ from tests import helpers
 
 TABULAR_TEACHER = datasets.module_file('tabular_teacher')
 STOCK_STYLE_MODULE = os.path.join(os.path.dirname(__file__), 'stock_style_module.py')
+EARLY_STOPPING_MODULE = os.path.join(os.path.dirname(__file__), 'early_stopping_module.py')
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def progress_lines():
 
 
 def run_executor(data, output_dir, module_file=TABULAR_TEACHER, train_steps=40, epochs=2,
-                 **settings):
+                 config=None, **settings):
   examples, graph, _ = data
   model = standard_artifacts.Model()
   model.uri = os.path.join(output_dir, 'model')
@@ -45,7 +46,7 @@ def run_executor(data, output_dir, module_file=TABULAR_TEACHER, train_steps=40, 
       'eval_args': json.dumps({'num_steps': 2}),
       'module_file': module_file,
       'custom_config': json.dumps({'label_column': 'species', 'epochs': epochs,
-                                   'batch_size': 32}),
+                                   'batch_size': 32, **(config or {})}),
       'strategy': settings.get('strategy', 'multi_worker_mirrored'),
       'num_workers': settings.get('num_workers', 1),
       'num_parameter_servers': settings.get('num_parameter_servers', 0),
@@ -105,6 +106,31 @@ def test_parameter_server_with_two_workers_trains(data, tmp_path, progress_lines
 def test_a_stock_style_module_runs_unchanged_with_one_worker(data, tmp_path):
   model_uri, _ = run_executor(data, str(tmp_path), module_file=STOCK_STYLE_MODULE, train_steps=5)
   assert tf.io.gfile.exists(os.path.join(model_uri, 'Format-Serving', 'saved_model.pb'))
+
+
+def what_run_fn_saw(model_run_uri):
+  with open(os.path.join(model_run_uri, 'seen.json')) as handle:
+    return json.load(handle)
+
+
+def test_a_users_run_fn_gets_early_stopping_from_the_helper(data, tmp_path):
+  """The README's run_fn: patience 1 stops it and keeps the epoch of lowest eval loss."""
+  _, model_run_uri = run_executor(data, str(tmp_path), module_file=EARLY_STOPPING_MODULE,
+                                  train_steps=80, config={'early_stopping_patience': 1})
+  seen = what_run_fn_saw(model_run_uri)
+  losses = seen['val_loss']
+  assert seen['stopping']['patience'] == 1
+  # It stopped before its 8 epochs, one epoch after the best, whose weights it kept.
+  assert len(losses) < 8
+  assert seen['stopping']['best_epoch'] == losses.index(min(losses)) + 1 == len(losses) - 1
+  assert seen['final_eval_loss'] == pytest.approx(min(losses), rel=1e-4)
+
+
+def test_a_users_run_fn_trains_as_before_without_early_stopping(data, tmp_path):
+  _, model_run_uri = run_executor(data, str(tmp_path), module_file=EARLY_STOPPING_MODULE,
+                                  train_steps=80)
+  seen = what_run_fn_saw(model_run_uri)
+  assert seen['stopping'] is None and len(seen['val_loss']) == 8
 
 
 def training_processes():
