@@ -2,8 +2,8 @@
 
 Not a benchmark: a diagnosis the next session can re-run. It rebuilds the
 distillation benchmark's digits folds (same shuffle, same train/eval/test cut,
-pixels / 16), the teacher CNN of trainer_modules/digits_teacher.py (early stopping
-on eval, patience 3) and the 64 -> 8 -> 10 student, trained as the benchmark trains
+pixels / 16), builds the teacher CNN and the 64 -> 8 -> 10 student from their module
+files (the teacher early-stopped on eval), trains the student as the benchmark trains
 it (batch 64, 6,000 steps in 4 epochs, Adam 3e-3), with the Distiller's own loss
 (components/distiller/loss.py).
 
@@ -33,6 +33,11 @@ from sklearn import datasets as sklearn_datasets
 
 from tfx_distillery.components.common import measuring
 from tfx_distillery.components.distiller import loss as loss_lib
+from tfx_distillery.trainer_modules import digits_student
+from tfx_distillery.trainer_modules import digits_teacher
+from tfx_distillery.trainer_modules import digits_transform
+
+PIXELS = digits_transform.PIXELS_KEY
 
 STEPS, EPOCHS, BATCH, LEARNING_RATE = 6000, 4, 64, 3e-3
 
@@ -52,31 +57,28 @@ def folds(count=5):
 
 
 def train_teacher(train, evaluation, seed):
+  """The benchmark's teacher (trainer_modules/digits_teacher.py), early-stopped on eval."""
   tf_keras.utils.set_random_seed(seed)
-  pixels = tf_keras.Input((64,), name='pixels')
-  hidden = tf_keras.layers.Reshape((8, 8, 1))(pixels)
-  hidden = tf_keras.layers.Conv2D(32, 3, padding='same', activation='relu')(hidden)
-  hidden = tf_keras.layers.Conv2D(64, 3, padding='same', activation='relu')(hidden)
-  hidden = tf_keras.layers.Flatten()(tf_keras.layers.MaxPooling2D()(hidden))
-  hidden = tf_keras.layers.Dropout(0.2)(tf_keras.layers.Dense(128, activation='relu')(hidden))
-  teacher = tf_keras.Model(pixels, tf_keras.layers.Dense(10)(hidden))
+  teacher = digits_teacher.build_teacher(None, {'num_classes': 10})
   teacher.compile(tf_keras.optimizers.Adam(1e-3),
                   tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-  teacher.fit(batches(train, seed), epochs=15, steps_per_epoch=100, validation_data=evaluation,
-              verbose=0, callbacks=[tf_keras.callbacks.EarlyStopping(
-                  'val_loss', patience=3, restore_best_weights=True)])
+  teacher.fit(batches(train, seed), epochs=15, steps_per_epoch=100,
+              validation_data=({PIXELS: evaluation[0]}, evaluation[1]), verbose=0,
+              callbacks=[tf_keras.callbacks.EarlyStopping(
+                  'val_loss', patience=digits_teacher.EARLY_STOPPING_PATIENCE,
+                  restore_best_weights=True)])
   return teacher
 
 
 def batches(data, seed):
-  return tf.data.Dataset.from_tensor_slices((data[0], data[1].astype('int64'))).shuffle(
+  return tf.data.Dataset.from_tensor_slices(({PIXELS: data[0]}, data[1].astype('int64'))).shuffle(
       4096, seed=seed).repeat().batch(BATCH)
 
 
 def accuracy(model, data):
   """Through the one measuring module, as every benchmark measures."""
   return measuring.accuracy(measuring.keras_scorer(model),
-                            measuring.EvaluationSet({'pixels': data[0]}, data[1], 'fold'))
+                            measuring.EvaluationSet({PIXELS: data[0]}, data[1], 'fold'))
 
 
 def dead_units(student, pixels):
@@ -117,7 +119,8 @@ class Student(tf_keras.Model):
     self.jacobian_weight = jacobian_weight
 
   def train_step(self, data):
-    pixels, labels = data
+    features, labels = data
+    pixels = features[PIXELS]
     transfer = self.transfer(pixels) if self.alpha < 1 else pixels
     if self.jacobian_weight:
       # A random projection of the tempered probabilities, differentiated by the input.
@@ -125,19 +128,19 @@ class Student(tf_keras.Model):
       with tf.GradientTape() as tape:
         tape.watch(transfer)
         projected = tf.reduce_sum(tf.nn.softmax(
-            self._teacher(transfer, training=False) / self.temperature) * direction)
+            self._teacher({PIXELS: transfer}, training=False) / self.temperature) * direction)
       teacher_gradient = tf.stop_gradient(tape.gradient(projected, transfer))
     with tf.GradientTape() as tape:
-      logits = self.student(pixels, training=True)
+      logits = self.student({PIXELS: pixels}, training=True)
       if self.alpha == 1:
         loss = tf.reduce_mean(loss_lib.distillation_loss(labels, logits, None, 1.0, 1.0))
       else:
         with tf.GradientTape() as inner:
           inner.watch(transfer)
-          soft_logits = self.student(transfer, training=True)
+          soft_logits = self.student({PIXELS: transfer}, training=True)
           if self.jacobian_weight:
             projected = tf.reduce_sum(tf.nn.softmax(soft_logits / self.temperature) * direction)
-        targets = loss_lib.soft_targets([self._teacher(transfer, training=False)],
+        targets = loss_lib.soft_targets([self._teacher({PIXELS: transfer}, training=False)],
                                         self.temperature)
         loss = tf.reduce_mean(loss_lib.distillation_loss(
             labels, logits, targets, self.temperature, self.alpha,
@@ -154,9 +157,12 @@ class Student(tf_keras.Model):
 def train_student(train, seed, teacher=None, temperature=1.0, alpha=1.0, transfer=identity,
                   activation='relu', jacobian_weight=0.0):
   tf_keras.utils.set_random_seed(seed)
-  pixels = tf_keras.Input((64,), name='pixels')
-  student = tf_keras.Model(pixels, tf_keras.layers.Dense(10)(
-      tf_keras.layers.Dense(8, activation=activation)(pixels)))
+  if activation == 'relu':  # The benchmark's student, from its module file.
+    student = digits_student.build_student(None, {'num_classes': 10})
+  else:
+    pixels = tf_keras.Input((64,), name=PIXELS)
+    student = tf_keras.Model(pixels, tf_keras.layers.Dense(10)(tf_keras.layers.Dense(
+        digits_student.HIDDEN_UNITS, activation=activation)(pixels)))
   model = Student(student, teacher, temperature, alpha, transfer, jacobian_weight)
   model.compile(tf_keras.optimizers.Adam(LEARNING_RATE))
   model.fit(batches(train, seed), epochs=EPOCHS, steps_per_epoch=STEPS // EPOCHS, verbose=0)
