@@ -15,9 +15,16 @@ it (batch 64, 6,000 steps in 4 epochs, Adam 3e-3), with the Distiller's own loss
   transfer    on eval (seed 20 + fold): scratch, the Distiller's defaults, and transfer
               sets that carry the teacher's invariances (pixel shifts, pixel masks) or
               its input gradients (Jacobian matching); then the student's activation.
+  affine      on eval (seed 20 + fold): a transfer set of sub-pixel turns, scalings,
+              shears and moves (bilinear), against the defaults and against scratch
+              trained on the same perturbed images with their labels.
+  unlabelled  on test (seed FIRST_SEED + fold, 20 unless given): eval's inputs, without
+              their labels, added to the transfer set (Hinton's unlabelled transfer set),
+              against scratch trained on train + eval with the labels. Chooses nothing.
 
 Usage:
-  TF_USE_LEGACY_KERAS=1 python -m experiments.digits_small_student dead-units|data|transfer
+  TF_USE_LEGACY_KERAS=1 python -m experiments.digits_small_student \
+      dead-units|data|transfer|affine|unlabelled [FIRST_SEED]
 """
 
 import os
@@ -105,6 +112,28 @@ def shifted(pixels):
   return tf.reshape(tf.gather(versions, choice, batch_dims=1), [-1, 64])
 
 
+def affine(pixels):
+  """Each image turned (up to 11 degrees), scaled, sheared and moved by under a pixel.
+
+  Bilinear at 8 x 8: the sub-pixel variation of the 32 x 32 bitmaps these images
+  were counted from, where a whole-pixel shift at 8 x 8 is four pixels there.
+  """
+  count = tf.shape(pixels)[0]
+  uniform = lambda low, high: tf.random.uniform([count], low, high)
+  angle, scale, shear = uniform(-0.2, 0.2), uniform(0.9, 1.1), uniform(-0.15, 0.15)
+  cosine, sine = tf.cos(angle) / scale, tf.sin(angle) / scale
+  # Output (x, y) reads input (a0 x + a1 y + a2, b0 x + b1 y + b2), about the centre 3.5.
+  a0, a1, b0, b1 = cosine, -sine + shear, sine, cosine
+  a2 = 3.5 - 3.5 * (a0 + a1) + uniform(-0.6, 0.6)
+  b2 = 3.5 - 3.5 * (b0 + b1) + uniform(-0.6, 0.6)
+  zeros = tf.zeros([count])
+  images = tf.raw_ops.ImageProjectiveTransformV3(
+      images=tf.reshape(pixels, [-1, 8, 8, 1]),
+      transforms=tf.stack([a0, a1, a2, b0, b1, b2, zeros, zeros], 1),
+      output_shape=[8, 8], fill_value=0.0, interpolation='BILINEAR', fill_mode='CONSTANT')
+  return tf.reshape(images, [-1, 64])
+
+
 def masked(pixels):
   return mixup(pixels) * tf.cast(tf.random.uniform(tf.shape(pixels)) > 0.2, pixels.dtype)
 
@@ -112,8 +141,10 @@ def masked(pixels):
 class Student(tf_keras.Model):
   """The Distiller's loss: hard labels on the batch, soft targets on `transfer(batch)`."""
 
-  def __init__(self, student, teacher, temperature, alpha, transfer, jacobian_weight=0.0):
+  def __init__(self, student, teacher, temperature, alpha, transfer, jacobian_weight=0.0,
+               augment=identity):
     super().__init__()
+    self.augment = augment
     self.student, self._teacher = student, teacher
     self.temperature, self.alpha, self.transfer = temperature, alpha, transfer
     self.jacobian_weight = jacobian_weight
@@ -131,7 +162,7 @@ class Student(tf_keras.Model):
             self._teacher({PIXELS: transfer}, training=False) / self.temperature) * direction)
       teacher_gradient = tf.stop_gradient(tape.gradient(projected, transfer))
     with tf.GradientTape() as tape:
-      logits = self.student({PIXELS: pixels}, training=True)
+      logits = self.student({PIXELS: self.augment(pixels)}, training=True)
       if self.alpha == 1:
         loss = tf.reduce_mean(loss_lib.distillation_loss(labels, logits, None, 1.0, 1.0))
       else:
@@ -155,7 +186,7 @@ class Student(tf_keras.Model):
 
 
 def train_student(train, seed, teacher=None, temperature=1.0, alpha=1.0, transfer=identity,
-                  activation='relu', jacobian_weight=0.0):
+                  activation='relu', jacobian_weight=0.0, augment=identity):
   tf_keras.utils.set_random_seed(seed)
   if activation == 'relu':  # The benchmark's student, from its module file.
     student = digits_student.build_student(None, {'num_classes': 10})
@@ -163,7 +194,7 @@ def train_student(train, seed, teacher=None, temperature=1.0, alpha=1.0, transfe
     pixels = tf_keras.Input((64,), name=PIXELS)
     student = tf_keras.Model(pixels, tf_keras.layers.Dense(10)(tf_keras.layers.Dense(
         digits_student.HIDDEN_UNITS, activation=activation)(pixels)))
-  model = Student(student, teacher, temperature, alpha, transfer, jacobian_weight)
+  model = Student(student, teacher, temperature, alpha, transfer, jacobian_weight, augment)
   model.compile(tf_keras.optimizers.Adam(LEARNING_RATE))
   model.fit(batches(train, seed), epochs=EPOCHS, steps_per_epoch=STEPS // EPOCHS, verbose=0)
   return student
@@ -178,7 +209,7 @@ def report(name, values, teacher=None, scratch=None):
   return mean
 
 
-def main(command):
+def main(command, first_seed=20):
   cut = folds()
   if command == 'dead-units':
     # The benchmark's seeds, to explain its table; nothing here chooses a setting.
@@ -235,9 +266,66 @@ def main(command):
                                   for fold, (train, evaluation, _) in enumerate(cut)]))
     for name, values in scores.items():
       report(f'relu: {name}', values, teacher, relu_scratch)
+  elif command == 'affine':
+    variants = {
+        'scratch': {},
+        'scratch, hard labels on affine': dict(augment=affine),
+        'defaults (T 2, alpha 0.5, mixup)': dict(temperature=2.0, alpha=0.5, transfer=mixup),
+        'affine, T 2, alpha 0.5': dict(temperature=2.0, alpha=0.5, transfer=affine),
+        'affine, T 2, alpha 0.1': dict(temperature=2.0, alpha=0.1, transfer=affine),
+        'affine, T 4, alpha 0.1': dict(temperature=4.0, alpha=0.1, transfer=affine)}
+    scores = {}
+    for fold, (train, evaluation, _) in enumerate(cut):
+      seed = 20 + fold
+      teacher = train_teacher(train, evaluation, seed)
+      scores.setdefault('teacher', []).append(accuracy(teacher, evaluation))
+      for name, settings in variants.items():
+        scores.setdefault(name, []).append(accuracy(train_student(
+            train, seed, teacher if settings.get('alpha') else None, **settings), evaluation))
+      print(f'fold {fold} done', flush=True)
+    teacher = report('teacher (eval)', scores.pop('teacher'))
+    scratch = report('scratch', scores.pop('scratch'))
+    for name, values in scores.items():
+      report(name, values, teacher, scratch)
+  elif command == 'unlabelled':
+    # Real inputs without labels: eval's inputs join train's as the transfer set, and the
+    # teacher labels them (Hinton's transfer set). Measured on test; this chooses nothing.
+    scores = {}
+    for fold, (train, evaluation, test) in enumerate(cut):
+      seed = first_seed + fold
+      teacher = train_teacher(train, evaluation, seed)
+      pool = tf.constant(np.concatenate([train[0], evaluation[0]]))
+
+      def from_pool(pixels, pool=pool):
+        return tf.gather(pool, tf.random.uniform([tf.shape(pixels)[0]], 0, pool.shape[0],
+                                                 dtype=tf.int32))
+
+      def pool_mixup(pixels, pool=pool):
+        return mixup(from_pool(pixels, pool))
+
+      scores.setdefault('teacher', []).append(accuracy(teacher, test))
+      for name, settings in {
+          'scratch': {},
+          'defaults (T 2, alpha 0.5, mixup)': dict(temperature=2.0, alpha=0.5, transfer=mixup),
+          'train + eval inputs, T 2, alpha 0.5': dict(temperature=2.0, alpha=0.5,
+                                                      transfer=from_pool),
+          'train + eval inputs mixed up': dict(temperature=2.0, alpha=0.5,
+                                               transfer=pool_mixup)}.items():
+        scores.setdefault(name, []).append(accuracy(train_student(
+            train, seed, teacher if settings else None, **settings), test))
+      scores.setdefault('scratch on train + eval labels', []).append(accuracy(train_student(
+          (np.concatenate([train[0], evaluation[0]]), np.concatenate([train[1], evaluation[1]])),
+          seed), test))
+      print(f'fold {fold} done', flush=True)
+    print(f'seeds {first_seed}-{first_seed + len(cut) - 1}')
+    teacher = report('teacher (test)', scores.pop('teacher'))
+    scratch = report('scratch', scores.pop('scratch'))
+    for name, values in scores.items():
+      report(name, values, teacher, scratch)
   else:
-    raise SystemExit(f'command must be dead-units, data or transfer; got {command!r}')
+    raise SystemExit(f'command must be dead-units, data, transfer, affine or unlabelled; got '
+                     f'{command!r}')
 
 
 if __name__ == '__main__':
-  main(sys.argv[1] if len(sys.argv) > 1 else '')
+  main(sys.argv[1] if len(sys.argv) > 1 else '', *[int(seed) for seed in sys.argv[2:3]])
