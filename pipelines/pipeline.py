@@ -169,6 +169,9 @@ def create_components(data_root: str,
           # Raw rows calibrate and check the flatbuffer that takes raw columns.
           raw_examples=example_gen.outputs['examples'],
           mode=mode,
+          # The student is quantized beside it: when pruning did not pay, the Pruner hands
+          # the student on unchanged and this Quantizer would only make a copy.
+          skip_not_a_candidate=source == 'pruned' and 'student' in float_models,
           **labelled).with_id(f'Quantizer_{source}_{mode}')
       stages.append(quantizer)
       candidates[f'{source}_{mode}'] = quantizer.outputs['quantized_model']

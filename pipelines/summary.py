@@ -121,6 +121,8 @@ def format_table(summary: RunSummary) -> str:
     lines.append(f'{row.name:<26} {figures["accuracy"]:>13.4f} '
                  f'{figures["size_bytes"] / 1024:>10.1f} {figures["latency_ms"]:>13.3f}  '
                  f'{verdict}')
+  for left_out in decision.get('left_out', []):
+    lines.append(f'{left_out["name"]:<26} {"-":>13} {"-":>10} {"-":>13}  not a candidate')
   if decision:
     lines.append(f'majority class: {decision["majority_accuracy"]:.4f} on '
                  f'{decision["eval_examples"]} {split} examples; size is the folder pushed, '
@@ -129,6 +131,8 @@ def format_table(summary: RunSummary) -> str:
       if row.name != decision.get('chosen'):
         lines.append(f'  {row.name}: accuracy {row.figures["accuracy"]:.4f}, '
                      f'{row.figures["size_bytes"]} bytes: {"; ".join(row.figures["reasons"])}')
+    for left_out in decision.get('left_out', []):
+      lines.append(f'  {left_out["name"]}: not measured: {left_out["reason"]}')
   if decision and not decision.get('blessed'):
     lines.append('no candidate passed the gate, so nothing was pushed (exit status 3)')
   lines.append(f'pushed to: {summary.pushed_destination or "nothing was pushed"}')

@@ -1,5 +1,7 @@
 """Artifact types of ours: where the components' measured figures live."""
 
+from typing import Optional
+
 from tfx.types import artifact
 
 
@@ -17,6 +19,12 @@ class ModelMetrics(artifact.Artifact):
 MODEL_FORMAT_PROPERTY = 'model_format'
 QUANTIZATION_PROPERTY = 'quantization'
 SAVED_MODEL_FORMAT = 'saved_model'
+# Set by the Pruner on the model it hands on when pruning did not pay (its input unchanged,
+# or a pruned model whose shipped file is no smaller), and carried by the Quantizer: the gate
+# leaves such a model out, with this reason, instead of measuring a copy twice.
+NOT_A_CANDIDATE_PROPERTY = 'not_a_candidate'
+# The Pruner's per-layer sparsities (JSON), carried by the Quantizer into the gate's report.
+LAYER_SPARSITY_PROPERTY = 'layer_sparsity'
 
 
 def model_format(model_artifact: artifact.Artifact) -> str:
@@ -26,8 +34,15 @@ def model_format(model_artifact: artifact.Artifact) -> str:
   return SAVED_MODEL_FORMAT
 
 
+def not_a_candidate(model_artifact: artifact.Artifact) -> Optional[str]:
+  """Why the gate should leave this model out, or None when it is a candidate."""
+  if model_artifact.has_custom_property(NOT_A_CANDIDATE_PROPERTY):
+    return model_artifact.get_string_custom_property(NOT_A_CANDIDATE_PROPERTY) or None
+  return None
+
+
 def copy_model_format(source: artifact.Artifact, target: artifact.Artifact) -> None:
-  """Carries `model_format` and `quantization` from one Model artifact to another."""
-  for name in (MODEL_FORMAT_PROPERTY, QUANTIZATION_PROPERTY):
+  """Carries `model_format`, `quantization` and `layer_sparsity` to another Model artifact."""
+  for name in (MODEL_FORMAT_PROPERTY, QUANTIZATION_PROPERTY, LAYER_SPARSITY_PROPERTY):
     if source.has_custom_property(name):
       target.set_string_custom_property(name, source.get_string_custom_property(name))

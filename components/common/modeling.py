@@ -122,6 +122,21 @@ def export_serving_model(model: tf_keras.Model, tf_transform_output: tft.TFTrans
   tf.io.gfile.rename(temporary_dir, serving_model_dir)
 
 
+def copy_tree(source: str, destination: str) -> None:
+  """Copies a folder through a temporary name, then renames it into place."""
+  temporary = destination.rstrip('/') + '.tmp'
+  if tf.io.gfile.exists(temporary):
+    tf.io.gfile.rmtree(temporary)
+  for folder, _, files in tf.io.gfile.walk(source):
+    target = os.path.join(temporary, os.path.relpath(folder, source))
+    tf.io.gfile.makedirs(target)
+    for name in files:
+      tf.io.gfile.copy(os.path.join(folder, name), os.path.join(target, name), overwrite=True)
+  if tf.io.gfile.exists(destination):
+    tf.io.gfile.rmtree(destination)
+  tf.io.gfile.rename(temporary, destination)
+
+
 def write_metrics(directory: str, metrics: dict) -> None:
   """Writes `metrics.json` (eval accuracy, parameters, ...) into a run directory."""
   tf.io.gfile.makedirs(directory)

@@ -6,7 +6,6 @@ import json
 import os
 from typing import Any, Dict, List
 
-import tensorflow as tf
 import tensorflow_transform as tft
 from tfx import types
 from tfx.dsl.components.base import base_executor
@@ -21,21 +20,6 @@ from tfx_distillery.components.common import modeling
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.gate import report
 from tfx_distillery.components.gate import spec as gate_spec
-
-
-def copy_tree(source: str, destination: str) -> None:
-  """Copies a folder through a temporary name, then renames it into place."""
-  temporary = destination + '.tmp'
-  if tf.io.gfile.exists(temporary):
-    tf.io.gfile.rmtree(temporary)
-  for folder, _, files in tf.io.gfile.walk(source):
-    target = os.path.join(temporary, os.path.relpath(folder, source))
-    tf.io.gfile.makedirs(target)
-    for name in files:
-      tf.io.gfile.copy(os.path.join(folder, name), os.path.join(target, name), overwrite=True)
-  if tf.io.gfile.exists(destination):
-    tf.io.gfile.rmtree(destination)
-  tf.io.gfile.rename(temporary, destination)
 
 
 class Executor(base_executor.BaseExecutor):
@@ -74,12 +58,19 @@ class Executor(base_executor.BaseExecutor):
         input_dict[gate_spec.BASELINE_MODEL_KEY]))
     baseline = {'model_dir': baseline_dir,
                 **measuring.measure(baseline_dir, evaluation_set, latency_runs)}
-    candidates = []
+    candidates, left_out = [], []
     candidate_artifacts = {}
     for key, name in zip(gate_spec.CANDIDATE_MODEL_KEYS, names):
       if not input_dict.get(key):
         continue
       candidate_artifact = artifact_utils.get_single_instance(input_dict[key])
+      reason = artifacts.not_a_candidate(candidate_artifact)
+      if reason:
+        # Marked by the Pruner (and carried by its Quantizer): a copy of another candidate,
+        # or a model that ships no smaller. Measuring it would only list a duplicate.
+        left_out.append({'name': name, 'reason': reason})
+        logger.info('AccuracyGate: %s is not a candidate: %s', name, reason)
+        continue
       candidate_artifacts[name] = candidate_artifact
       model_dir = evaluation.serving_model_path(candidate_artifact.uri)
       # The artifact says what it is (the Quantizer marks its TFLite folders).
@@ -108,6 +99,9 @@ class Executor(base_executor.BaseExecutor):
       if candidate_artifact.has_custom_property(artifacts.QUANTIZATION_PROPERTY):
         figures['quantization'] = candidate_artifact.get_string_custom_property(
             artifacts.QUANTIZATION_PROPERTY)
+      if candidate_artifact.has_custom_property(artifacts.LAYER_SPARSITY_PROPERTY):
+        figures['layer_sparsity'] = json.loads(candidate_artifact.get_string_custom_property(
+            artifacts.LAYER_SPARSITY_PROPERTY))
       candidates.append({'name': name, 'model_dir': model_dir, **figures,
                          'accuracy_drop': drop, 'passed': not reasons, 'reasons': reasons})
 
@@ -133,6 +127,7 @@ class Executor(base_executor.BaseExecutor):
         'max_model_bytes': max_bytes if max_bytes >= 0 else None,
         'teacher': baseline,
         'candidates': candidates,
+        'left_out': left_out,
         'majority_accuracy': majority,
         'eval_examples': evaluation_set.size,
         'split': split,
@@ -140,7 +135,7 @@ class Executor(base_executor.BaseExecutor):
     }
     model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
     if chosen:
-      copy_tree(chosen['model_dir'], os.path.join(model_uri, 'Format-Serving'))
+      modeling.copy_tree(chosen['model_dir'], os.path.join(model_uri, 'Format-Serving'))
       # The Pusher and the report read what the chosen model is from its artifact.
       artifacts.copy_model_format(
           candidate_artifacts[chosen['name']],

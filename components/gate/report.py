@@ -105,6 +105,18 @@ def render_html(decision: Dict[str, Any], pushed_destination: Optional[str]) -> 
         f'<td>{format(candidate["folder"]["latency_ms"], ".3f") if candidate.get("folder") else "-"}</td>'
         f'<td>{status}</td>'
         f'<td>{escape("; ".join(candidate["reasons"]))}</td></tr>')
+  for left_out in decision.get('left_out', []):
+    rows.append(f'<tr class="left-out"><td>{escape(left_out["name"])}</td><td>-</td><td>-</td>'
+                '<td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>not a candidate</td>'
+                f'<td>{escape(left_out["reason"])}</td></tr>')
+  sparsity_rows = [
+      f'<tr><td>{escape(candidate["name"])}</td><td>{escape(layer)}</td><td>{value:.3f}</td></tr>'
+      for candidate in decision['candidates']
+      for layer, value in sorted((candidate.get('layer_sparsity') or {}).items())]
+  sparsity_table = ('' if not sparsity_rows else
+                    '<h2>Per-layer sparsity of the pruned candidates</h2>\n<table><tr><th>model'
+                    '</th><th>weight</th><th>sparsity</th></tr>\n' + '\n'.join(sparsity_rows)
+                    + '\n</table>')
   return f'''<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>tfx-distillery report</title>
 <style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
@@ -120,6 +132,7 @@ tr.chosen{{background:#e6ffe6}} tr.rejected{{background:#ffecec}}</style></head>
 <th>latency (ms)</th><th>folder bytes</th><th>folder latency (ms)</th><th>gate</th><th>why</th></tr>
 {chr(10).join(rows)}
 </table>
+{sparsity_table}
 <p><img src="{PNG_FILE_NAME}" alt="accuracy vs size and latency"></p>
 </body></html>
 '''

@@ -32,8 +32,13 @@ def _pair(name: str, value) -> None:
     raise ValueError(f'{name} must be a pair of integers >= 1; got {value!r}.')
 
 
+def _is_drop(value) -> bool:
+  return (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and 0.0 <= value <= 1.0)
+
+
 def validate(target_sparsity, schedule, begin_step, end_step, block_size, m_by_n,
-             max_accuracy_drop, sparsities) -> None:
+             max_accuracy_drop, sparsities, max_layer_accuracy_drop=None) -> None:
   """Raises ValueError naming the first argument that is not allowed."""
   if not _is_fraction(target_sparsity, low_open=True):
     raise ValueError(f'target_sparsity must be a number in (0, 1); got {target_sparsity!r}.')
@@ -53,11 +58,12 @@ def validate(target_sparsity, schedule, begin_step, end_step, block_size, m_by_n
     _pair('m_by_n', m_by_n)
     if m_by_n[0] >= m_by_n[1]:
       raise ValueError(f'm_by_n (m, n) needs m < n (e.g. (2, 4)); got {tuple(m_by_n)}.')
-  if max_accuracy_drop is not None and (
-      not isinstance(max_accuracy_drop, (int, float)) or isinstance(max_accuracy_drop, bool)
-      or not 0.0 <= max_accuracy_drop <= 1.0):
+  if max_accuracy_drop is not None and not _is_drop(max_accuracy_drop):
     raise ValueError('max_accuracy_drop must be a fraction in [0, 1] (0.01 is one point); got '
                      f'{max_accuracy_drop!r}.')
+  if max_layer_accuracy_drop is not None and not _is_drop(max_layer_accuracy_drop):
+    raise ValueError('max_layer_accuracy_drop must be a fraction in [0, 1] (0.01 is one '
+                     f'point); got {max_layer_accuracy_drop!r}.')
   if not sparsities or any(not _is_fraction(value, low_open=True) for value in sparsities):
     raise ValueError(f'sparsities must be numbers in (0, 1); got {sparsities!r}.')
   if max_accuracy_drop is not None and m_by_n is not None:
@@ -66,18 +72,26 @@ def validate(target_sparsity, schedule, begin_step, end_step, block_size, m_by_n
 
 
 class Pruner(base_component.BaseComponent):
-  """Prunes a Keras model with tfmot and exports it with the same serving signatures.
+  """Prunes a Keras model layer by layer with tfmot, only where it shrinks what ships.
 
-  `prune_low_magnitude` (on every prunable layer; Dense and Conv2D only for an
-  m-by-n pattern), fine-tuning with `UpdatePruningStep` on the training split,
-  `strip_pruning`, then a SavedModel with the input model's signatures. Layers
-  tfmot can not prune stay dense; the metrics name the pruned and the skipped
-  ones, and only a model with nothing to prune is an error. With
-  `max_accuracy_drop`, `sparsities` are tried in rising order on the eval split
-  and the highest within the budget (against `baseline_model`, the teacher,
-  when given) is kept; every trial is recorded. The metrics artifact holds
-  per-layer sparsity, gzip sizes of the dense and pruned float32 TFLite files
-  and the accuracies on the eval split.
+  First a sensitivity pass: each layer tfmot can prune is pruned alone, at each
+  level, with no fine-tuning, and its eval accuracy loss is recorded. An overall
+  level is then reached by pruning the most tolerant layers hardest; a layer never
+  goes where pruning it alone costs more than `max_layer_accuracy_drop`, so a
+  small vocabulary's embedding or the output layer stays dense unless it passes.
+  Each layer gets its own `prune_low_magnitude` target, fine-tuning runs with
+  `UpdatePruningStep` on the training split, then `strip_pruning` and a
+  SavedModel with the input model's signatures.
+
+  With `max_accuracy_drop`, levels are tried on the eval split (rising from the
+  lowest of `sparsities`, and below it, down to 0.1, when that is over budget)
+  and the one whose int8 file (dense or sparse encoding, whichever is smaller)
+  is smallest within the budget is kept. When no level fits the budget, or none
+  ships a smaller file than the unpruned model, the input model is handed on
+  unchanged and marked, so that the Quantizer and the AccuracyGate leave it out;
+  when even the most the search could prune would ship no smaller, nothing is
+  fine-tuned. `metrics.json` records every trial, the sensitivity table and the
+  per-layer sparsities.
 
   Example:
 
@@ -104,6 +118,7 @@ class Pruner(base_component.BaseComponent):
                m_by_n: Optional[Sequence[int]] = None,
                max_accuracy_drop: Optional[float] = None,
                sparsities: Sequence[float] = DEFAULT_SPARSITIES,
+               max_layer_accuracy_drop: Optional[float] = None,
                label_column: str = 'label',
                label_key: str = 'label',
                baseline_model: Optional[types.BaseChannel] = None,
@@ -116,7 +131,8 @@ class Pruner(base_component.BaseComponent):
       model: Model channel of a Keras SavedModel over transformed features.
       examples: Transformed examples: fine-tuning on `train`, figures on `eval`.
       transform_graph: The transform graph, applied inside the exported model.
-      target_sparsity: Final fraction of zero weights, in (0, 1).
+      target_sparsity: Without `max_accuracy_drop`: the share of the prunable
+        weights to remove, in (0, 1), tolerant layers first.
       schedule: `polynomial` (from min(0.5, target) at begin_step to the target
         at end_step) or `constant`.
       begin_step: Step where pruning starts (>= 0).
@@ -124,10 +140,14 @@ class Pruner(base_component.BaseComponent):
         70% of the training steps.
       block_size: Prune (rows, columns) blocks together, e.g. (1, 4).
       m_by_n: Structured sparsity, e.g. (2, 4): 2 zeros in every 4 weights.
-      max_accuracy_drop: Search `sparsities` for the highest one whose eval
+      max_accuracy_drop: Search the levels for the smallest int8 file whose eval
         accuracy is within this drop (0.01 = one point) of `baseline_model`'s
         (of the input model's without one).
-      sparsities: Levels tried by the search.
+      sparsities: Levels tried by the search (and by the sensitivity pass).
+      max_layer_accuracy_drop: The most eval accuracy a layer may cost when it
+        alone is pruned to its level, with no fine-tuning; None is the input
+        model's lead over the majority class (a layer is never pruned so far
+        that, alone, it erases what the model learnt).
       label_column: Raw label column, absent from serving requests.
       label_key: The transformed label feature (TFMA's name).
       baseline_model: The gate's baseline (the teacher). With it, the budget is
@@ -142,7 +162,7 @@ class Pruner(base_component.BaseComponent):
     """
     parameters.refuse_secrets('custom_config', custom_config)
     validate(target_sparsity, schedule, begin_step, end_step, block_size, m_by_n,
-             max_accuracy_drop, sparsities)
+             max_accuracy_drop, sparsities, max_layer_accuracy_drop)
     labels.validate_label_key(label_key)
     super().__init__(spec=pruner_spec.PrunerSpec(
         model=model, examples=examples, transform_graph=transform_graph,
@@ -153,6 +173,8 @@ class Pruner(base_component.BaseComponent):
         max_accuracy_drop=(float(max_accuracy_drop) if max_accuracy_drop is not None
                            else None),
         sparsities=json.dumps([float(value) for value in sparsities]),
+        max_layer_accuracy_drop=(float(max_layer_accuracy_drop)
+                                 if max_layer_accuracy_drop is not None else None),
         label_column=label_column,
         label_key=label_key,
         baseline_model=baseline_model,

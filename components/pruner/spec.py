@@ -15,6 +15,7 @@ END_STEP_KEY = 'end_step'
 BLOCK_SIZE_KEY = 'block_size'
 M_BY_N_KEY = 'm_by_n'
 MAX_ACCURACY_DROP_KEY = 'max_accuracy_drop'
+MAX_LAYER_ACCURACY_DROP_KEY = 'max_layer_accuracy_drop'
 SPARSITIES_KEY = 'sparsities'
 LABEL_COLUMN_KEY = 'label_column'
 LABEL_KEY_KEY = 'label_key'
@@ -35,6 +36,8 @@ class PrunerSpec(types.ComponentSpec):
       BLOCK_SIZE_KEY: component_spec.ExecutionParameter(type=str, optional=True),
       M_BY_N_KEY: component_spec.ExecutionParameter(type=str, optional=True),
       MAX_ACCURACY_DROP_KEY: component_spec.ExecutionParameter(type=float, optional=True),
+      MAX_LAYER_ACCURACY_DROP_KEY: component_spec.ExecutionParameter(type=float,
+                                                                     optional=True),
       SPARSITIES_KEY: component_spec.ExecutionParameter(type=str),
       LABEL_COLUMN_KEY: component_spec.ExecutionParameter(type=str),
       LABEL_KEY_KEY: component_spec.ExecutionParameter(type=str),

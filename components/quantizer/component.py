@@ -94,7 +94,8 @@ class Quantizer(base_component.BaseComponent):
                eval_examples: int = 2000,
                latency_runs: int = 300,
                raw_examples: Optional[types.BaseChannel] = None,
-               sparse_encoding: str = 'auto'):
+               sparse_encoding: str = 'auto',
+               skip_not_a_candidate: bool = False):
     """Constructs a Quantizer.
 
     Args:
@@ -120,6 +121,11 @@ class Quantizer(base_component.BaseComponent):
       sparse_encoding: `auto`: convert a model with zero weights (a Pruner's) also
         with TFLite's sparse encoding, and keep it where the file is smaller and
         its classes agree with the dense file's on eval; `never`: dense only.
+      skip_not_a_candidate: When the Pruner marked its output as no gate
+        candidate (pruning did not pay: its input handed on unchanged, or a file
+        no smaller), convert nothing and mark this output too, so the gate leaves
+        it out. For a chain that already quantizes the Pruner's input, as
+        `create_pipeline` does; without it, the input is converted as usual.
 
     Raises:
       ValueError: naming the argument that is not allowed.
@@ -132,12 +138,15 @@ class Quantizer(base_component.BaseComponent):
     if sparse_encoding not in quantizer_spec.SPARSE_ENCODINGS:
       raise ValueError(f'sparse_encoding must be one of '
                        f'{", ".join(quantizer_spec.SPARSE_ENCODINGS)}; got {sparse_encoding!r}.')
+    if not isinstance(skip_not_a_candidate, bool):
+      raise ValueError('skip_not_a_candidate must be True or False; got '
+                       f'{skip_not_a_candidate!r}.')
     super().__init__(spec=quantizer_spec.QuantizerSpec(
         model=model, examples=examples, transform_graph=transform_graph, mode=mode,
         io_type=io_type, representative_samples=representative_samples, qat_steps=qat_steps,
         preserve_sparsity=int(preserve_sparsity), eval_examples=eval_examples,
         latency_runs=latency_runs, label_column=label_column, label_key=label_key,
         strict_int8=int(strict_int8), raw_examples=raw_examples,
-        sparse_encoding=sparse_encoding,
+        sparse_encoding=sparse_encoding, skip_not_a_candidate=int(skip_not_a_candidate),
         quantized_model=types.Channel(type=standard_artifacts.Model),
         metrics=types.Channel(type=artifacts.ModelMetrics)))

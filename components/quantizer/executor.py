@@ -99,13 +99,30 @@ class Executor(base_executor.BaseExecutor):
         input_dict[standard_component_specs.EXAMPLES_KEY])
     graph_uri = artifact_utils.get_single_uri(
         input_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
-    input_model_dir = evaluation.serving_model_path(artifact_utils.get_single_uri(
-        input_dict[standard_component_specs.MODEL_KEY]))
+    input_artifact = artifact_utils.get_single_instance(
+        input_dict[standard_component_specs.MODEL_KEY])
+    input_model_dir = evaluation.serving_model_path(input_artifact.uri)
     quantized_artifact = artifact_utils.get_single_instance(
         output_dict[quantizer_spec.QUANTIZED_MODEL_KEY])
     # Format-Serving, as Trainer lays out a Model: Pusher pushes that folder as it is.
     output_dir = os.path.join(quantized_artifact.uri, 'Format-Serving')
     metrics_dir = artifact_utils.get_single_uri(output_dict[quantizer_spec.METRICS_KEY])
+    if input_artifact.has_custom_property(artifacts.LAYER_SPARSITY_PROPERTY):
+      quantized_artifact.set_string_custom_property(
+          artifacts.LAYER_SPARSITY_PROPERTY,
+          input_artifact.get_string_custom_property(artifacts.LAYER_SPARSITY_PROPERTY))
+    left_out = artifacts.not_a_candidate(input_artifact)
+    if left_out and exec_properties.get(quantizer_spec.SKIP_NOT_A_CANDIDATE_KEY):
+      # The Pruner handed on its input unchanged (or a model that ships no smaller): another
+      # Quantizer of the chain already converts that input, so this one would give the gate
+      # a copy.
+      logger.info('Quantizer (%s): not converted, its input is no gate candidate: %s', mode,
+                  left_out)
+      quantized_artifact.set_string_custom_property(artifacts.NOT_A_CANDIDATE_PROPERTY,
+                                                    left_out)
+      modeling.write_metrics(metrics_dir, {'mode': mode, 'converted': False,
+                                           'not_a_candidate': left_out})
+      return
     tf_transform_output = tft.TFTransformOutput(graph_uri)
 
     input_scorer = measuring.load_scorer(input_model_dir)

@@ -19,6 +19,7 @@ LABEL_KEY_KEY = 'label_key'
 STRICT_INT8_KEY = 'strict_int8'
 SPARSE_ENCODING_KEY = 'sparse_encoding'
 RAW_EXAMPLES_KEY = 'raw_examples'
+SKIP_NOT_A_CANDIDATE_KEY = 'skip_not_a_candidate'
 SPARSE_ENCODINGS = ('auto', 'never')
 QUANTIZED_MODEL_KEY = 'quantized_model'
 METRICS_KEY = 'metrics'
@@ -39,6 +40,7 @@ class QuantizerSpec(types.ComponentSpec):
       LABEL_KEY_KEY: component_spec.ExecutionParameter(type=str),
       STRICT_INT8_KEY: component_spec.ExecutionParameter(type=int),
       SPARSE_ENCODING_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      SKIP_NOT_A_CANDIDATE_KEY: component_spec.ExecutionParameter(type=int, optional=True),
   }
   INPUTS = {
       standard_component_specs.MODEL_KEY:

@@ -1,5 +1,6 @@
 """Pruner: sparsity reached per layer, structured patterns, budgeted search, bad input."""
 
+import filecmp
 import json
 import os
 
@@ -23,7 +24,8 @@ def run_pruner(data, model, output_dir, train_steps=60, baseline=None, **propert
   exec_properties = {
       'target_sparsity': 0.8, 'schedule': 'polynomial', 'begin_step': 0, 'end_step': -1,
       'block_size': None, 'm_by_n': None, 'max_accuracy_drop': None,
-      'sparsities': json.dumps([0.5, 0.8, 0.95]), 'label_column': 'species',
+      'sparsities': json.dumps([0.5, 0.8, 0.95]), 'max_layer_accuracy_drop': None,
+      'label_column': 'species',
       'train_args': json.dumps({'num_steps': train_steps}),
       'eval_args': json.dumps({'num_steps': 5}),
       'custom_config': json.dumps({'batch_size': 32, 'learning_rate': 1e-3})}
@@ -44,18 +46,29 @@ def kernels(model_dir):
           if isinstance(layer, tf_keras.layers.Dense)}
 
 
-def test_pruning_reaches_the_target_sparsity_and_the_pruned_model_still_serves(
+def test_a_fixed_target_is_reached_layer_by_layer_and_the_pruned_model_still_serves(
     data, teacher, tmp_path):
   pruned, metrics = run_pruner(data, teacher, str(tmp_path))
   model_dir = os.path.join(pruned.uri, 'Format-Serving')
-  for name, kernel in kernels(model_dir).items():
-    # A layer of n weights can only reach multiples of 1/n.
-    assert np.mean(kernel == 0) >= 0.8 - 1.0 / kernel.size - 1e-6, name
-  assert set(metrics['layer_sparsity']) >= {f'{name}/kernel' for name in kernels(model_dir)}
-  assert metrics['sparsity'] >= 0.79
+  targets = metrics['layer_targets']
+  assert metrics['handed_on'] == 'pruned model' and metrics['target_sparsity'] == 0.8
+  # Each layer reaches its own target (a layer of n weights only multiples of 1/n), and
+  # together they remove the target's share of the prunable weights.
+  model = tf_keras.models.load_model(model_dir, compile=False)
+  sizes = {}
+  for layer in model.layers:
+    if layer.name in targets:
+      weight = (layer.embeddings if isinstance(layer, tf_keras.layers.Embedding)
+                else layer.kernel).numpy()
+      sizes[layer.name] = weight.size
+      assert abs(np.mean(weight == 0) - targets[layer.name]) <= 1.0 / weight.size + 1e-6, (
+          layer.name)
+  assert set(sizes) == set(targets)
+  assert sum(targets[name] * sizes[name] for name in sizes) / sum(sizes.values()) >= 0.8
+  assert metrics['sensitivity'].keys() == targets.keys()
   assert metrics['pruned_gzip_bytes'] < metrics['dense_gzip_bytes']
-  assert metrics['gzip_ratio'] > 1.5
   assert metrics['pruned_accuracy'] > metrics['majority_accuracy']
+  assert pruned.get_string_custom_property(artifacts.LAYER_SPARSITY_PROPERTY)
   loaded = tf.saved_model.load(model_dir)
   serialized = [helpers.serialize({key: value for key, value in row.items()
                                    if key != 'species'}) for row in data[2][:20]]
@@ -71,17 +84,25 @@ def test_two_by_four_pattern_zeroes_two_of_every_four_weights(data, teacher, tmp
     assert np.all(np.sum(groups == 0, axis=-1) >= 2), name
 
 
-def test_accuracy_budget_keeps_the_highest_sparsity_within_the_drop(data, teacher, tmp_path):
-  _, metrics = run_pruner(data, teacher, str(tmp_path), max_accuracy_drop=0.05)
+def test_the_search_hands_on_the_smallest_shipped_file_within_the_budget(
+    data, teacher, tmp_path):
+  pruned, metrics = run_pruner(data, teacher, str(tmp_path), max_accuracy_drop=0.05)
   trials = metrics['trials']
-  assert [trial['sparsity'] for trial in trials] == [0.5, 0.8, 0.95][:len(trials)]
-  kept = [trial['sparsity'] for trial in trials if trial['within_budget']]
-  assert metrics['target_sparsity'] == (max(kept) if kept else 0.0)
+  assert trials and trials[0]['sparsity'] == 0.5  # The lowest of `sparsities` first.
   for trial in trials:
     assert trial['within_budget'] == (
         trial['baseline_accuracy'] - trial['eval_accuracy'] <= 0.05)
-  assert metrics['budget_against'] == 'input model'
-  assert metrics['pruned_layers'] and metrics['eval_split'] == 'eval'
+  kept = [trial for trial in trials if trial['within_budget']]
+  assert kept, trials  # A 5-point budget on a near-perfect teacher keeps something.
+  smallest = min(trial['shipped_int8_bytes'] for trial in kept)
+  if smallest < metrics['dense_int8_bytes']:
+    assert metrics['handed_on'] == 'pruned model'
+    assert metrics['shipped_int8_bytes'] == smallest
+    assert metrics['baseline_accuracy'] - metrics['pruned_accuracy'] <= 0.05
+    assert not pruned.has_custom_property(artifacts.NOT_A_CANDIDATE_PROPERTY)
+  else:
+    assert metrics['handed_on'] == 'input model, unchanged'
+  assert metrics['budget_against'] == 'input model' and metrics['eval_split'] == 'eval'
 
 
 def test_the_search_fine_tunes_one_model_and_leaves_the_input_model_dense(
@@ -120,16 +141,43 @@ def untrained_model(data, output_dir):
   return artifact
 
 
-def test_the_budget_is_the_teachers_and_a_spent_one_keeps_the_lowest_sparsity(
+def same_files(first: str, second: str) -> bool:
+  comparison = filecmp.dircmp(first, second)
+  return not (comparison.left_only or comparison.right_only or comparison.diff_files)
+
+
+def test_a_model_already_over_budget_is_handed_on_unchanged_and_marked(
     data, teacher, tmp_path):
   weak = untrained_model(data, str(tmp_path / 'weak'))
-  _, metrics = run_pruner(data, weak, str(tmp_path / 'run'), train_steps=20, baseline=teacher,
-                          max_accuracy_drop=0.01)
+  pruned, metrics = run_pruner(data, weak, str(tmp_path / 'run'), train_steps=20,
+                               baseline=teacher, max_accuracy_drop=0.01)
   assert metrics['budget_against'] == 'baseline (teacher)'
   assert metrics['baseline_accuracy'] - metrics['dense_accuracy'] > 0.01
-  assert metrics['target_sparsity'] == 0.5  # The lowest tried, not the dense model.
-  assert [trial['within_budget'] for trial in metrics['trials']] == [False]
-  assert metrics['sparsity'] > 0.4
+  assert metrics['handed_on'] == 'input model, unchanged' and not metrics['pruning_paid']
+  assert metrics['trials'] == [] and metrics['sparsity'] < 0.01
+  assert 'already' in metrics['reason']
+  assert same_files(os.path.join(weak.uri, 'Format-Serving'),
+                    os.path.join(pruned.uri, 'Format-Serving'))
+  assert artifacts.not_a_candidate(pruned).startswith('pruning did not pay')
+
+
+def test_when_the_lowest_level_is_over_budget_the_search_tries_lower_ones(
+    data, teacher, tmp_path):
+  # Nothing may be lost at all, and the only level asked for is 0.95: it fails, so the
+  # search goes down through 0.4 ... 0.1 before it gives up.
+  pruned, metrics = run_pruner(data, teacher, str(tmp_path), train_steps=10,
+                               max_accuracy_drop=0.0, sparsities=json.dumps([0.95]))
+  trials = metrics['trials']
+  assert trials[0]['sparsity'] == 0.95 and not trials[0]['within_budget']
+  assert [trial['sparsity'] for trial in trials[1:]] == [0.4, 0.3, 0.2, 0.1][:len(trials) - 1]
+  assert not any(trial['within_budget'] for trial in trials[:-1])
+  if trials[-1]['within_budget'] and metrics['handed_on'] == 'pruned model':
+    assert metrics['target_sparsity'] == trials[-1]['sparsity']
+  else:
+    assert metrics['handed_on'] == 'input model, unchanged'
+    assert artifacts.not_a_candidate(pruned)
+  # Never over budget, whichever way it went.
+  assert metrics['pruned_accuracy'] >= metrics['baseline_accuracy']
 
 
 def test_layers_tfmot_can_not_prune_stay_dense_and_are_named(data, teacher, tmp_path):
@@ -142,6 +190,24 @@ def test_layers_tfmot_can_not_prune_stay_dense_and_are_named(data, teacher, tmp_
   with_weights = {layer.name for layer in model.layers if layer.weights}
   skipped = {entry.split(' ')[0] for entry in metrics['skipped_layers']}
   assert with_weights == set(metrics['pruned_layers']) | skipped
+
+
+def test_nothing_prunable_under_the_sensitivity_rule_hands_the_model_on_naming_layers(
+    data, teacher, tmp_path):
+  # No layer may cost any accuracy, at 0.99 of its weights pruned alone.
+  pruned, metrics = run_pruner(data, teacher, str(tmp_path), target_sparsity=0.99,
+                               sparsities=json.dumps([0.99]), max_layer_accuracy_drop=0.0)
+  breaking = {name for name, losses in metrics['sensitivity'].items() if losses['0.99'] > 0}
+  untouched = set(metrics['sensitivity']) - breaking
+  assert breaking  # Pruning 99% of a trained layer costs something somewhere.
+  for name in breaking:
+    assert metrics['layer_targets'].get(name, 0.0) == 0.0, name
+  if not untouched:
+    assert metrics['handed_on'] == 'input model, unchanged'
+    for name in breaking:
+      assert name in metrics['reason']
+    assert 'no layer can be pruned' in metrics['reason']
+    assert artifacts.not_a_candidate(pruned)
 
 
 def make(**overrides):
@@ -165,6 +231,7 @@ def test_outputs_are_a_pruned_model_and_metrics():
     ({'m_by_n': (2,)}, 'm_by_n must be a pair'),
     ({'max_accuracy_drop': 1.5}, 'max_accuracy_drop must be a fraction'),
     ({'sparsities': []}, 'sparsities must be numbers'),
+    ({'max_layer_accuracy_drop': -0.1}, 'max_layer_accuracy_drop must be a fraction'),
 ])
 def test_bad_arguments_fail_at_construction_naming_the_parameter(overrides, message):
   with pytest.raises(ValueError, match=message):

@@ -224,6 +224,35 @@ def make(**overrides):
                    transform_graph=helpers.channel(standard_artifacts.TransformGraph), **overrides)
 
 
+def test_a_model_the_pruner_left_out_is_not_converted_again_when_the_chain_asks(
+    data, teacher, tmp_path):
+  examples, graph, _ = data
+  marked = helpers.artifact(standard_artifacts.Model, teacher.uri)
+  marked.set_string_custom_property(artifacts.NOT_A_CANDIDATE_PROPERTY,
+                                    'pruning did not pay: the input handed on unchanged')
+  outputs = {}
+  for name, skip in (('skipped', 1), ('converted', 0)):
+    quantized = helpers.artifact(standard_artifacts.Model, str(tmp_path / name))
+    metrics = helpers.artifact(artifacts.ModelMetrics, str(tmp_path / f'{name}-metrics'))
+    quantizer_executor.Executor().Do(
+        {'model': [marked], 'examples': [examples], 'transform_graph': [graph]},
+        {'quantized_model': [quantized], 'metrics': [metrics]},
+        {'mode': 'full_integer', 'io_type': 'float32', 'representative_samples': 20,
+         'qat_steps': 20, 'preserve_sparsity': 0, 'eval_examples': 100, 'latency_runs': 5,
+         'label_column': 'species', 'skip_not_a_candidate': skip})
+    with open(os.path.join(metrics.uri, 'metrics.json')) as handle:
+      outputs[name] = (quantized, json.load(handle))
+  quantized, metrics = outputs['skipped']
+  assert metrics['converted'] is False
+  assert not os.path.exists(os.path.join(quantized.uri, 'Format-Serving'))
+  assert artifacts.not_a_candidate(quantized) == (
+      'pruning did not pay: the input handed on unchanged')
+  # Without the chain's flag, a user's only Quantizer still converts the model it is given.
+  quantized, metrics = outputs['converted']
+  assert os.path.exists(os.path.join(quantized.uri, 'Format-Serving', predict.MODEL_FILE_NAME))
+  assert artifacts.not_a_candidate(quantized) is None and metrics['accuracy'] > 0.5
+
+
 def test_outputs_are_a_quantized_model_and_metrics():
   assert set(make().outputs) == {'quantized_model', 'metrics'}
 
@@ -237,6 +266,7 @@ def test_outputs_are_a_quantized_model_and_metrics():
     ({'preserve_sparsity': True, 'mode': 'full_integer'}, 'preserve_sparsity=True needs mode'),
     ({'latency_runs': 0}, 'latency_runs must be an integer >= 1'),
     ({'strict_int8': 'yes'}, 'strict_int8 must be True or False'),
+    ({'skip_not_a_candidate': 1}, 'skip_not_a_candidate must be True or False'),
     ({'label_key': ''}, 'label_key must name the transformed label feature'),
 ])
 def test_bad_arguments_fail_at_construction_naming_the_parameter(overrides, message):

@@ -1,7 +1,8 @@
 """model_raw.tflite: raw columns in, transform inside, run where TensorFlow is not installed.
 
 One digits pipeline (teacher, student, pruned, int8 of both, gate, push) gives the
-pushed folder; a fresh virtual environment with only LiteRT and numpy (from
+pushed folder (the 610-parameter student ships no smaller pruned, so the Pruner hands it
+on unchanged and the gate leaves the pruned pair out); a fresh virtual environment with only LiteRT and numpy (from
 requirements/litert.txt) runs its flatbuffer on raw test rows.
 """
 
@@ -94,7 +95,8 @@ def test_the_gate_measures_the_raw_flatbuffer_and_keeps_the_folder_figures(digit
   decision = run_summary.gate_decision
   int8 = [candidate for candidate in decision['candidates']
           if candidate['name'].endswith('_full_integer')]
-  assert len(int8) == 2
+  assert [candidate['name'] for candidate in int8] == ['student_full_integer']
+  assert {entry['name'] for entry in decision['left_out']} == {'pruned', 'pruned_full_integer'}
   for candidate in int8:
     path = os.path.join(candidate['model_dir'], predict.RAW_MODEL_FILE_NAME)
     assert candidate['format'] == 'tflite_raw'
@@ -116,6 +118,8 @@ def test_the_quantizer_checks_the_raw_flatbuffer_against_the_folder(digits_run):
       workspace, 'root', 'Quantizer_*', 'metrics', '*', 'metrics.json')):
     with open(metrics_path) as handle:
       metrics = json.load(handle)
+    if metrics.get('converted') is False:
+      continue  # The pruned model's Quantizer: the Pruner handed on the student unchanged.
     assert metrics['raw_model_refused'] is None
     assert metrics['raw_model']['agreement_with_folder'] >= 0.98
     assert 'FULLY_CONNECTED' in metrics['raw_model']['ops']
@@ -126,11 +130,47 @@ def test_the_quantizer_checks_the_raw_flatbuffer_against_the_folder(digits_run):
       assert metrics['raw_model']['accuracy'] > metrics['raw_model']['majority_accuracy']
 
 
-def test_a_pruned_model_is_tried_with_the_sparse_encoding_and_kept_only_when_it_wins(digits_run):
+def latest_output(workspace: str, node: str, key: str) -> str:
+  return sorted(tf.io.gfile.glob(os.path.join(workspace, 'root', node, key, '*')),
+                key=lambda uri: int(os.path.basename(uri)))[-1]
+
+
+def test_a_pruned_model_is_tried_with_the_sparse_encoding_and_kept_only_when_it_wins(
+    digits_run, tmp_path):
+  # The run's CNN teacher (159 KB in int8) is large enough for pruning to pay: the Pruner and
+  # the Quantizer run on it as executors, on the run's own artifacts.
   workspace, _ = digits_run
-  [metrics_path] = tf.io.gfile.glob(os.path.join(
-      workspace, 'root', 'Quantizer_pruned_full_integer', 'metrics', '*', 'metrics.json'))
-  with open(metrics_path) as handle:
+  from tfx.types import standard_artifacts  # pylint: disable=import-outside-toplevel
+  from tfx_distillery.components.common import artifacts  # pylint: disable=import-outside-toplevel
+  from tfx_distillery.components.pruner import executor as pruner_executor  # pylint: disable=import-outside-toplevel
+  from tfx_distillery.components.quantizer import executor as quantizer_executor  # pylint: disable=import-outside-toplevel
+  examples = helpers.artifact(standard_artifacts.Examples, latest_output(
+      workspace, 'IngestionTransform', 'transformed_examples'))
+  examples.split_names = '["train", "eval", "test"]'
+  inputs = {'examples': [examples],
+            'transform_graph': [helpers.artifact(standard_artifacts.TransformGraph, latest_output(
+                workspace, 'IngestionTransform', 'transform_graph'))]}
+  teacher = helpers.artifact(standard_artifacts.Model,
+                             latest_output(workspace, 'DistributedTrainer', 'model'))
+  pruned = helpers.artifact(standard_artifacts.Model, str(tmp_path / 'pruned'))
+  pruner_executor.Executor().Do(
+      {**inputs, 'model': [teacher]},
+      {'pruned_model': [pruned],
+       'metrics': [helpers.artifact(artifacts.ModelMetrics, str(tmp_path / 'pruning'))]},
+      {'target_sparsity': 0.8, 'schedule': 'polynomial', 'begin_step': 0, 'end_step': -1,
+       'sparsities': '[0.8]', 'label_column': 'label', 'max_layer_accuracy_drop': 1.0,
+       'train_args': json.dumps({'num_steps': 50}), 'eval_args': json.dumps({'num_steps': 1}),
+       'custom_config': None})
+  assert artifacts.not_a_candidate(pruned) is None
+  quantized = helpers.artifact(standard_artifacts.Model, str(tmp_path / 'int8'))
+  metrics_artifact = helpers.artifact(artifacts.ModelMetrics, str(tmp_path / 'int8-metrics'))
+  quantizer_executor.Executor().Do(
+      {**inputs, 'model': [pruned]}, {'quantized_model': [quantized],
+                                      'metrics': [metrics_artifact]},
+      {'mode': 'full_integer', 'io_type': 'float32', 'representative_samples': 50,
+       'qat_steps': 1, 'preserve_sparsity': 0, 'eval_examples': 300, 'latency_runs': 5,
+       'label_column': 'label'})
+  with open(os.path.join(metrics_artifact.uri, 'metrics.json')) as handle:
     metrics = json.load(handle)
   sparse = metrics['sparse_encoding']
   assert metrics['zero_weight_share'] >= 0.7 and sparse is not None
