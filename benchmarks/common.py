@@ -1,8 +1,10 @@
 """Pieces the benchmarks share: transformed data from the real pipeline, quiet output, saving."""
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -120,6 +122,34 @@ class Stopwatch:
 
   def __exit__(self, *exc_info):
     self.seconds = time.perf_counter() - self.start
+
+
+@contextlib.contextmanager
+def package_at_commit(commit: str, work_dir: str):
+  """Yields (folder to run from, environment) that import tfx_distillery at `commit`.
+
+  The commit is checked out into a git worktree (removed on exit); its folders are put
+  under the import name tfx_distillery through links, ahead of the installed (editable)
+  package.
+  """
+  checkout = os.path.join(work_dir, f'checkout-{commit}')
+  package_root = os.path.join(work_dir, f'package-{commit}')
+  subprocess.run(['git', 'worktree', 'remove', '--force', checkout], cwd=results.REPOSITORY,
+                 capture_output=True, check=False)
+  shutil.rmtree(package_root, ignore_errors=True)
+  subprocess.run(['git', 'worktree', 'add', '--detach', checkout, commit],
+                 cwd=results.REPOSITORY, check=True, capture_output=True)
+  try:
+    package = os.path.join(package_root, 'tfx_distillery')
+    os.makedirs(package)
+    for name in os.listdir(os.path.join(checkout, 'tfx_distillery')):
+      os.symlink(os.path.join(checkout, 'tfx_distillery', name), os.path.join(package, name))
+    for folder in ('components', 'pipelines', 'trainer_modules'):
+      os.symlink(os.path.join(checkout, folder), os.path.join(package, folder))
+    yield package_root, {**os.environ, 'PYTHONPATH': os.pathsep.join([package_root, checkout])}
+  finally:
+    subprocess.run(['git', 'worktree', 'remove', '--force', checkout], cwd=results.REPOSITORY,
+                   capture_output=True, check=False)
 
 
 def print_result(run: Callable[[], dict], args: argparse.Namespace, name: str) -> None:

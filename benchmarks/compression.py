@@ -54,6 +54,9 @@ from tfx_distillery.pipelines import datasets
 
 QUANTIZATION_MODES = ('dynamic_range', 'float16', 'full_integer', 'qat')
 PRUNING_STEPS = {'digits': 2000, 'taxi': 600}
+# The Pruner's figures on digits are a mean over teachers trained with these seeds (the
+# first is the teacher every other figure here uses). Fixed before any result.
+PRUNING_SEEDS = {'digits': (0, 1, 2)}
 SPARSITIES = (0.5, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.96, 0.97, 0.98)
 MAX_ACCURACY_DROP = 0.01
 LATENCY_RUNS = 300
@@ -294,18 +297,28 @@ def run_model(name: str, work_dir: str) -> dict:
         'latency_ms': figures['latency_ms'],
         'latency_ratio': figures['latency_ms'] / float32['latency_ms'],
     }
-  pruned, pruning = prune(inputs, model, name, dataset.label_column, output_dir)
-  pruned_int8 = quantize(inputs, pruned, 'full_integer', dataset.label_column,
-                         os.path.join(output_dir, 'pruned-quantized'))
-  pruned_int8_figures = on_test(pruned_int8['folder'])
-  dense_gzip = file_gzip_bytes(tflite_file(float32_folder))
-  pruned_int8_gzip = file_gzip_bytes(tflite_file(pruned_int8['folder']))
-  pruned_keras = on_test(evaluation.serving_model_path(pruned.uri))
-  device = chosen_device_figures(
-      {'int8': modes['full_integer'], 'pruned + int8': pruned_int8},
-      evaluation.serving_model_path(model.uri), test_set, output_dir,
-      float32['accuracy'])
-  shipped_pruned_bytes = pruned_int8['flatbuffer_bytes']
+  pruning_runs = [prune_and_ship(inputs, model, name, dataset.label_column, output_dir,
+                                  on_test, float32_folder, seed=0)]
+  if name in PRUNING_SEEDS:
+    # More teachers, one a seed: the Pruner's figures as a mean and a spread.
+    for seed in PRUNING_SEEDS[name][1:]:
+      seed_dir = os.path.join(output_dir, f'seed-{seed}')
+      seed_model = standard_artifacts.Model()
+      seed_model.uri = distillation_benchmark.train_teacher(
+          inputs, dataset, budget, os.path.join(seed_dir, 'teacher'), seed=seed)
+      seed_float32 = quantize(inputs, seed_model, 'full_integer', dataset.label_column,
+                              os.path.join(seed_dir, 'quantized'))['float32_folder']
+      pruning_runs.append(prune_and_ship(inputs, seed_model, name, dataset.label_column,
+                                         seed_dir, on_test, seed_float32, seed=seed))
+  first = pruning_runs[0]
+  pruned_int8 = first.pop('pruned_int8')
+  for entry in pruning_runs[1:]:
+    entry.pop('pruned_int8')
+  candidates = {'int8': modes['full_integer']}
+  if pruned_int8 is not None:
+    candidates['pruned + int8'] = pruned_int8
+  device = chosen_device_figures(candidates, evaluation.serving_model_path(model.uri),
+                                 test_set, output_dir, float32['accuracy'])
   calibration = measuring.from_examples_artifact(transformed_uri, 'train', tf_transform_output,
                                                  reading.DEFAULT_LABEL_KEY, 200)
   keras_model = tf_keras.models.load_model(evaluation.serving_model_path(model.uri),
@@ -319,41 +332,107 @@ def run_model(name: str, work_dir: str) -> dict:
       'float32_tflite': {'file_bytes': float32_file, 'folder_bytes': float32['size_bytes'],
                          'accuracy': float32['accuracy'], 'latency_ms': float32['latency_ms']},
       'modes': mode_rows,
-      'pruned_sparsity': pruning['sparsity'],
+      **first,
+      'pruning_runs': pruning_runs,
+      'pruning_summary': pruning_summary(pruning_runs),
+      'int8_latency_ratio': mode_rows['full_integer']['latency_ratio'],
+      'latency_settings': latency_rows,
+      'device': device,
+  }
+
+
+PRUNING_FIGURES = ('pruned_int8_ratio', 'shipped_pruned_ratio', 'pruned_int8_acc_drop',
+                   'pruned_sparsity')
+
+
+def pruning_summary(pruning_runs) -> dict:
+  """Mean and standard deviation of each pruning figure over the runs where pruning paid."""
+  paid = [entry for entry in pruning_runs if entry['pruning_paid']]
+  summary = {'runs': len(pruning_runs), 'paid_runs': len(paid),
+             'seeds': [entry['seed'] for entry in pruning_runs]}
+  for figure in PRUNING_FIGURES:
+    values = [entry[figure] for entry in paid]
+    summary[figure] = {'mean': statistics.mean(values) if values else None,
+                       'std': statistics.stdev(values) if len(values) > 1 else 0.0,
+                       'values': values}
+  return summary
+
+
+def prune_and_ship(inputs: dict, model, name: str, label_column: str, output_dir: str,
+                   on_test, float32_folder: str, seed: int) -> dict:
+  """The Pruner's search on `model`, then int8 of what it hands on, measured on test.
+
+  When pruning did not pay (the input handed on unchanged), nothing is quantized again:
+  the figures say why, as the chain's gate would.
+  """
+  pruned, pruning = prune(inputs, model, name, label_column, output_dir)
+  entry = {'seed': seed, 'pruning_paid': pruning['pruning_paid'],
+           'handed_on': pruning['handed_on'], 'pruning_reason': pruning['reason'],
+           'pruned_sparsity': pruning['sparsity'], 'layer_sparsity': pruning['layer_sparsity'],
+           'sensitivity': pruning['sensitivity'], 'pruning_trials': pruning['trials'],
+           'pruned_gzip_ratio': pruning['gzip_ratio'], 'pruned_int8': None,
+           'sparse_encoding': None}
+  if not pruning['pruning_paid']:
+    return entry
+  float32 = on_test(float32_folder)
+  pruned_int8 = quantize(inputs, pruned, 'full_integer', label_column,
+                         os.path.join(output_dir, 'pruned-quantized'))
+  pruned_int8_figures = on_test(pruned_int8['folder'])
+  pruned_keras = on_test(evaluation.serving_model_path(pruned.uri))
+  float32_file = os.path.getsize(tflite_file(float32_folder))
+  entry.update({
+      'pruned_int8': pruned_int8,
       'pruned_accuracy': pruned_keras['accuracy'],
       'pruned_acc_drop': float32['accuracy'] - pruned_keras['accuracy'],
-      'pruned_gzip_ratio': pruning['gzip_ratio'],
-      'pruning_trials': pruning['trials'],
-      'pruned_int8_ratio': dense_gzip / pruned_int8_gzip,
+      'pruned_int8_ratio': (file_gzip_bytes(tflite_file(float32_folder))
+                            / file_gzip_bytes(tflite_file(pruned_int8['folder']))),
       'pruned_int8_folder_gzip_ratio': (folder_gzip_bytes(float32_folder)
                                         / folder_gzip_bytes(pruned_int8['folder'])),
       'pruned_int8_accuracy': pruned_int8_figures['accuracy'],
       'pruned_int8_acc_drop': float32['accuracy'] - pruned_int8_figures['accuracy'],
-      'int8_latency_ratio': mode_rows['full_integer']['latency_ratio'],
-      'latency_settings': latency_rows,
-      'device': device,
       'sparse_encoding': pruned_int8['sparse_encoding'],
-      'shipped_pruned_bytes': shipped_pruned_bytes,
-      'shipped_pruned_ratio': float32_file / shipped_pruned_bytes,
-  }
+      'shipped_pruned_bytes': pruned_int8['flatbuffer_bytes'],
+      'shipped_pruned_ratio': float32_file / pruned_int8['flatbuffer_bytes'],
+  })
+  return entry
 
 
 def describe(per_model: dict) -> dict:
   targets, tables = [], []
   digits = per_model.get('digits')
   if digits:
-    within = digits['pruned_int8_acc_drop'] <= MAX_ACCURACY_DROP
+    summary = digits['pruning_summary']
+    seeds = f'mean of {summary["paid_runs"]} of {summary["runs"]} teachers (seeds ' + ', '.join(
+        str(seed) for seed in summary['seeds']) + ')'
+    drop = summary['pruned_int8_acc_drop']
+    within = drop['mean'] is not None and drop['mean'] <= MAX_ACCURACY_DROP
+    for figure, label, target in (
+        ('pruned_int8_ratio', 'dense float32 gzip / pruned int8 gzip (model file)',
+         TARGETS['pruned_int8_ratio']),
+        ('shipped_pruned_ratio', 'dense float32 file / the int8 file as shipped (no gzip)',
+         TARGETS['shipped_pruned_ratio'])):
+      value = summary[figure]
+      met = value['mean'] is not None and value['mean'] >= target and within
+      noise = (' (within noise: the target is inside one standard deviation)'
+               if value['mean'] is not None and abs(value['mean'] - target) <= value['std']
+               else '')
+      targets.append(results.target(
+          f'digits pruned + int8, {label}, {seeds}, std {value["std"]:.2f}{noise}',
+          value['mean'], f'>= {target:g}x at <= 0.01 drop', met))
     targets.append(results.target(
-        'digits pruned + int8, dense float32 gzip / pruned int8 gzip (model file)',
-        digits['pruned_int8_ratio'], f'>= {TARGETS["pruned_int8_ratio"]:g}x at <= 0.01 drop',
-        digits['pruned_int8_ratio'] >= TARGETS['pruned_int8_ratio'] and within))
-    targets.append(results.target('digits pruned + int8 accuracy drop',
-                                  digits['pruned_int8_acc_drop'], '<= 0.01', within))
-    shipped = digits['shipped_pruned_ratio']
-    targets.append(results.target(
-        'digits pruned + int8, dense float32 file / the int8 file as shipped (no gzip)',
-        shipped, f'>= {TARGETS["shipped_pruned_ratio"]:g}x at <= 0.01 drop',
-        shipped >= TARGETS['shipped_pruned_ratio'] and within))
+        f'digits pruned + int8 test accuracy drop, {seeds}, std {drop["std"]:.4f}',
+        drop['mean'], '<= 0.01', within))
+  for name, figures in per_model.items():
+    summary = figures['pruning_summary']
+    if name != 'digits':
+      # Where pruning does not pay, the Pruner must say so and hand its input on, not a
+      # model that ships no smaller.
+      kept = [entry for entry in figures['pruning_runs']
+              if entry['pruning_paid'] or entry['handed_on'] == 'input model, unchanged']
+      targets.append(results.target(
+          f'{name}: runs where pruning paid (a smaller int8 file within the budget) or the '
+          'input was handed on unchanged', len(kept), f'= {summary["runs"]}',
+          len(kept) == summary['runs']))
   for name, figures in per_model.items():
     device = figures['device']
     if 'refused' in device:
@@ -400,18 +479,30 @@ def describe(per_model: dict) -> dict:
         ['model', 'model file (B)', 'file ratio', 'pushed folder (B)', 'folder ratio',
          'accuracy', 'drop', 'latency (ms)', 'latency ratio'], rows))
     tables.append(results.table(
-        f'{figures["model"]}: pruning, and pruning then int8',
-        ['figure', 'value'],
-        [['sparsity chosen by the search (on eval)', figures['pruned_sparsity']],
-         ['pruned Keras model: test accuracy / drop',
-          f'{figures["pruned_accuracy"]:.4f} / {figures["pruned_acc_drop"]:+.4f}'],
-         ['pruned gzip ratio (float32 TFLite, dense / pruned)', figures['pruned_gzip_ratio']],
-         ['pruned + int8: dense float32 gzip / pruned int8 gzip (model file)',
-          figures['pruned_int8_ratio']],
-         ['pruned + int8: the same for the pushed folders (transform graph included)',
-          figures['pruned_int8_folder_gzip_ratio']],
-         ['pruned + int8: test accuracy / drop',
-          f'{figures["pruned_int8_accuracy"]:.4f} / {figures["pruned_int8_acc_drop"]:+.4f}']]))
+        f'{figures["model"]}: pruning, and pruning then int8, by seed',
+        ['seed', 'handed on', 'sparsity (eval search)', 'pruned test accuracy / drop',
+         'pruned gzip ratio (float32)', 'pruned + int8: gzip ratio', 'as shipped ratio',
+         'pruned + int8: test accuracy / drop', 'why not pruned'],
+        [[entry['seed'], entry['handed_on'], entry['pruned_sparsity'],
+          (f'{entry["pruned_accuracy"]:.4f} / {entry["pruned_acc_drop"]:+.4f}'
+           if entry['pruning_paid'] else '-'),
+          entry['pruned_gzip_ratio'], entry.get('pruned_int8_ratio'),
+          entry.get('shipped_pruned_ratio'),
+          (f'{entry["pruned_int8_accuracy"]:.4f} / {entry["pruned_int8_acc_drop"]:+.4f}'
+           if entry['pruning_paid'] else '-'),
+          entry['pruning_reason'] or '']
+         for entry in figures['pruning_runs']]))
+    first_paid = next((entry for entry in figures['pruning_runs'] if entry['pruning_paid']),
+                      None)
+    if first_paid:
+      tables.append(results.table(
+          f'{figures["model"]}: per-layer sparsity the Pruner chose (seed {first_paid["seed"]}), '
+          'with each layer\'s one-shot eval loss pruned alone',
+          ['weight', 'sparsity', 'one-shot loss by sparsity'],
+          [[weight, value, ', '.join(
+              f'{level}: {loss:+.3f}' for level, loss in
+              first_paid['sensitivity'].get(weight.split('/')[0], {}).items())]
+           for weight, value in sorted(first_paid['layer_sparsity'].items())]))
     device = figures['device']
     if 'refused' in device:
       tables.append(results.table(
@@ -462,8 +553,9 @@ def describe(per_model: dict) -> dict:
       'title': 'Compression: quantization, pruning, both, and int8 latency',
       'summary': (
           'The digits CNN teacher and the distilled taxi student through the Quantizer '
-          '(each mode) and the Pruner (highest sparsity within a 0.01 drop on eval, '
-          f'{len(SPARSITIES)} candidates up to {max(SPARSITIES)}), all measured on `test` by '
+          '(each mode) and the Pruner (layer by layer by sensitivity, the smallest int8 file '
+          f'within a 0.01 drop on eval, {len(SPARSITIES)} levels up to {max(SPARSITIES)}; on '
+          'digits three teachers, seeds 0, 1 and 2), all measured on `test` by '
           'the measuring module against the float32 TFLite conversion of the same model. '
           'Pushed-folder sizes include the transform graph the folder ships with.'),
       'targets': targets,

@@ -56,33 +56,13 @@ def import_seconds() -> float:
 
 
 def baseline_run(work_dir: str) -> dict:
-  """This benchmark's result at BASELINE_COMMIT, run now on this machine, in a subprocess.
-
-  The commit is checked out into a git worktree; its folders are put under the import
-  name tfx_distillery through links, ahead of the installed (editable) package.
-  """
-  checkout = os.path.join(work_dir, 'baseline-checkout')
-  package_root = os.path.join(work_dir, 'baseline-package')
-  subprocess.run(['git', 'worktree', 'remove', '--force', checkout], cwd=results.REPOSITORY,
-                 capture_output=True)
-  subprocess.run(['git', 'worktree', 'add', '--detach', checkout, BASELINE_COMMIT],
-                 cwd=results.REPOSITORY, check=True, capture_output=True)
-  try:
-    package = os.path.join(package_root, 'tfx_distillery')
-    os.makedirs(package)
-    for name in os.listdir(os.path.join(checkout, 'tfx_distillery')):
-      os.symlink(os.path.join(checkout, 'tfx_distillery', name), os.path.join(package, name))
-    for folder in ('components', 'pipelines', 'trainer_modules'):
-      os.symlink(os.path.join(checkout, folder), os.path.join(package, folder))
-    environment = {**os.environ, 'PYTHONPATH': os.pathsep.join([package_root, checkout])}
+  """This benchmark's result at BASELINE_COMMIT, run now on this machine, in a subprocess."""
+  with common.package_at_commit(BASELINE_COMMIT, work_dir) as (package_root, environment):
     completed = subprocess.run(
         [sys.executable, '-m', 'benchmarks.pipeline', '--json', '--work-dir',
          os.path.join(work_dir, 'baseline-run')],
         cwd=package_root, env=environment, check=True, stdout=subprocess.PIPE)
-    return json.loads(completed.stdout.decode().strip().splitlines()[-1])
-  finally:
-    subprocess.run(['git', 'worktree', 'remove', '--force', checkout], cwd=results.REPOSITORY,
-                   capture_output=True)
+  return json.loads(completed.stdout.decode().strip().splitlines()[-1])
 
 
 def main() -> None:

@@ -28,7 +28,8 @@ DOCUMENT = os.path.join(REPOSITORY, 'docs', 'benchmarks.md')
 MEASURED_PATHS = ('benchmarks', 'components', 'trainer_modules', 'pipelines', 'tfx_distillery',
                   'pyproject.toml', 'requirements/lock.txt')
 # The order of sections in docs/benchmarks.md.
-ORDER = ('pipeline', 'distillation', 'compression', 'distributed', 'ingestion', 'beam_modes')
+ORDER = ('pipeline', 'pruning', 'distillation', 'compression', 'distributed', 'ingestion',
+         'beam_modes')
 
 
 def target(name: str, value: Optional[float], rule: str, met: Optional[bool]) -> Dict[str, Any]:

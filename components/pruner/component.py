@@ -18,6 +18,8 @@ from tfx_distillery.components.pruner import spec as pruner_spec
 
 SCHEDULES = ('polynomial', 'constant')
 DEFAULT_SPARSITIES = (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95)
+# The budget when neither a target nor a pattern is given: one point of eval accuracy.
+DEFAULT_MAX_ACCURACY_DROP = 0.01
 
 
 def _is_fraction(value, low_open: bool = False) -> bool:
@@ -40,7 +42,7 @@ def _is_drop(value) -> bool:
 def validate(target_sparsity, schedule, begin_step, end_step, block_size, m_by_n,
              max_accuracy_drop, sparsities, max_layer_accuracy_drop=None) -> None:
   """Raises ValueError naming the first argument that is not allowed."""
-  if not _is_fraction(target_sparsity, low_open=True):
+  if target_sparsity is not None and not _is_fraction(target_sparsity, low_open=True):
     raise ValueError(f'target_sparsity must be a number in (0, 1); got {target_sparsity!r}.')
   if schedule not in SCHEDULES:
     raise ValueError(f'schedule must be one of {", ".join(SCHEDULES)}; got {schedule!r}.')
@@ -110,7 +112,7 @@ class Pruner(base_component.BaseComponent):
                model: types.BaseChannel,
                examples: types.BaseChannel,
                transform_graph: types.BaseChannel,
-               target_sparsity: float = 0.8,
+               target_sparsity: Optional[float] = None,
                schedule: str = 'polynomial',
                begin_step: int = 0,
                end_step: Optional[int] = None,
@@ -131,8 +133,11 @@ class Pruner(base_component.BaseComponent):
       model: Model channel of a Keras SavedModel over transformed features.
       examples: Transformed examples: fine-tuning on `train`, figures on `eval`.
       transform_graph: The transform graph, applied inside the exported model.
-      target_sparsity: Without `max_accuracy_drop`: the share of the prunable
-        weights to remove, in (0, 1), tolerant layers first.
+      target_sparsity: The share of the prunable weights to remove, in (0, 1),
+        tolerant layers first, with no budget (ignored with `max_accuracy_drop`).
+        With neither, nor `m_by_n`, the Pruner searches within a budget of
+        `DEFAULT_MAX_ACCURACY_DROP` (0.01), so by default it never hands on a
+        model more than a point worse.
       schedule: `polynomial` (from min(0.5, target) at begin_step to the target
         at end_step) or `constant`.
       begin_step: Step where pruning starts (>= 0).
@@ -164,9 +169,12 @@ class Pruner(base_component.BaseComponent):
     validate(target_sparsity, schedule, begin_step, end_step, block_size, m_by_n,
              max_accuracy_drop, sparsities, max_layer_accuracy_drop)
     labels.validate_label_key(label_key)
+    if target_sparsity is None and m_by_n is None and max_accuracy_drop is None:
+      max_accuracy_drop = DEFAULT_MAX_ACCURACY_DROP
     super().__init__(spec=pruner_spec.PrunerSpec(
         model=model, examples=examples, transform_graph=transform_graph,
-        target_sparsity=float(target_sparsity), schedule=schedule, begin_step=begin_step,
+        target_sparsity=None if target_sparsity is None else float(target_sparsity),
+        schedule=schedule, begin_step=begin_step,
         end_step=-1 if end_step is None else end_step,
         block_size=json.dumps(list(block_size)) if block_size is not None else None,
         m_by_n=json.dumps(list(m_by_n)) if m_by_n is not None else None,

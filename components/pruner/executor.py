@@ -184,7 +184,7 @@ class Executor(base_executor.BaseExecutor):
         next(self.eval_set.batches(64)))
     self.dense_scorer = self._scorer(self.dense_model)
     dense_accuracy = measuring.accuracy(self.dense_scorer, self.eval_set)
-    majority = measuring.majority_accuracy(self.eval_set.labels)
+    majority = self.majority = measuring.majority_accuracy(self.eval_set.labels)
     baseline = input_dict.get(pruner_spec.BASELINE_MODEL_KEY)
     baseline_accuracy, baseline_name = dense_accuracy, 'input model'
     if baseline:
@@ -205,27 +205,26 @@ class Executor(base_executor.BaseExecutor):
     if m_by_n:
       outcome = self._structured(json.loads(m_by_n))
     else:
-      target = float(exec_properties[pruner_spec.TARGET_SPARSITY_KEY])
+      target = exec_properties.get(pruner_spec.TARGET_SPARSITY_KEY)
       levels = (sorted(set(LOWER_SPARSITIES) | set(sparsities)) if max_drop is not None
-                else sorted(set(sparsities) | {target}))
-      started = time.time()
-      self.losses = sensitivity.measure(
-          self.prunable, levels, lambda: measuring.accuracy(self.dense_scorer, self.eval_set),
-          dense_accuracy)
-      logger.info('Pruner: sensitivity of %d layer(s) at %d sparsities on eval in %.1f s '
-                  '(a layer may lose at most %.4f pruned alone)', len(self.losses), len(levels),
-                  time.time() - started, self.allowance)
-      if max_drop is None:
-        outcome = self._fixed(target)
-      elif baseline_accuracy - dense_accuracy > float(max_drop):
+                else sorted(set(sparsities) | {float(target)}))
+      if max_drop is not None and baseline_accuracy - dense_accuracy > float(max_drop):
         outcome = Outcome(None, 0.0, {}, (
             f'the input model (eval accuracy {dense_accuracy:.4f}) is already '
             f'{baseline_accuracy - dense_accuracy:.4f} below the {baseline_name} '
             f'({baseline_accuracy:.4f}), more than max_accuracy_drop {float(max_drop):.4f}: '
             'pruning can only lose more'))
       else:
-        outcome = self._search(levels, sparsities[0], float(max_drop), baseline_accuracy,
-                               baseline_name)
+        started = time.time()
+        self.losses = sensitivity.measure(
+            self.prunable, levels,
+            lambda: measuring.accuracy(self.dense_scorer, self.eval_set), dense_accuracy)
+        logger.info('Pruner: sensitivity of %d layer(s) at %d sparsities on eval in %.1f s '
+                    '(a layer may lose at most %.4f pruned alone)', len(self.losses),
+                    len(levels), time.time() - started, self.allowance)
+        outcome = (self._fixed(float(target)) if max_drop is None else
+                   self._search(levels, sparsities[0], float(max_drop), baseline_accuracy,
+                                baseline_name))
 
     if outcome.pruned:
       pruned_accuracy = measuring.accuracy(self._scorer(outcome.model), self.eval_set)
@@ -330,11 +329,19 @@ class Executor(base_executor.BaseExecutor):
     return len(conversion.convert(model, SIZE_MODE, self._representative_features,
                                   sparse=sparse))
 
-  def _shipped_bytes(self, model: tf_keras.Model) -> int:
-    """The int8 file the Quantizer would ship: the sparse encoding where it is smaller."""
+  def _unpruned_int8_bytes(self) -> int:
+    """The input model's int8 file (dense encoding), converted once."""
     if self.dense_int8_bytes is None:
       self.dense_int8_bytes = self._int8_bytes(self.dense_model, sparse=False)
-    return min(self.dense_int8_bytes, self._int8_bytes(model, sparse=True))
+    return self.dense_int8_bytes
+
+  def _shipped_bytes(self, model: tf_keras.Model) -> int:
+    """The int8 file the Quantizer would ship: the sparse encoding where it is smaller.
+
+    The dense encoding of a pruned model is as large as the unpruned model's (zeros are
+    stored like any weight), so that is its size.
+    """
+    return min(self._unpruned_int8_bytes(), self._int8_bytes(model, sparse=True))
 
   def _one_shot_shipped_bytes(self, targets: Dict[str, float]) -> int:
     """`_shipped_bytes` of the input model with `targets` applied at once (no fine-tuning).
@@ -342,6 +349,7 @@ class Executor(base_executor.BaseExecutor):
     Fine-tuning moves which weights are zero, not how many, so this is the file's size
     before any fine-tuning is paid for.
     """
+    self._unpruned_int8_bytes()  # Before any weight is zeroed.
     originals = {name: variable.numpy() for name, variable in self.prunable.items()}
     try:
       for name, level in targets.items():
@@ -361,8 +369,13 @@ class Executor(base_executor.BaseExecutor):
     if not any(targets.values()):
       return self._nothing_prunable()
     self._prune(targets, target)
-    pruned = self._stripped()
-    return self._checked(pruned, target, targets)
+    accuracy = measuring.accuracy(self.wrapped_scorer, self.eval_set)
+    if not self._above_majority(accuracy):
+      return Outcome(None, 0.0, {}, (
+          f'pruned to {target:g}, its eval accuracy {accuracy:.4f} is within noise of the '
+          f'majority class ({self.majority:.4f} on {self.eval_set.size} examples): a constant '
+          'predictor in all but name'))
+    return self._checked(self._stripped(), target, targets)
 
   def _structured(self, m_by_n) -> Outcome:
     """Every Dense and Conv2D layer at m of every n weights zero (tfmot's m_by_n)."""
@@ -379,6 +392,9 @@ class Executor(base_executor.BaseExecutor):
     return Outcome(pruned, level, targets, shipped_bytes=shipped_bytes,
                    not_a_candidate=(self._no_smaller(shipped_bytes)
                                     if shipped_bytes >= self.dense_int8_bytes else None))
+
+  def _above_majority(self, accuracy: float) -> bool:
+    return measuring.clearly_above_majority(accuracy, self.majority, self.eval_set.size)
 
   def _no_smaller(self, shipped_bytes: int) -> str:
     return (f'its int8 file would be {shipped_bytes} bytes (dense or sparse encoding, whichever '
@@ -417,11 +433,13 @@ class Executor(base_executor.BaseExecutor):
       self._prune(targets, level)
       # The wrapped model applies its masks when called: it scores as the stripped one.
       accuracy = measuring.accuracy(self.wrapped_scorer, self.eval_set)
-      within = baseline_accuracy - accuracy <= max_drop
+      learnt = self._above_majority(accuracy)
+      within = baseline_accuracy - accuracy <= max_drop and learnt
       self.trials.append({'sparsity': level,
                           'overall_sparsity': sensitivity.removed_share(targets, sizes),
                           'layer_targets': targets, 'eval_accuracy': accuracy,
-                          'baseline_accuracy': baseline_accuracy, 'within_budget': within})
+                          'baseline_accuracy': baseline_accuracy,
+                          'above_majority': learnt, 'within_budget': within})
       logger.info('Pruner search: sparsity %.2f (%d layer(s) pruned) eval accuracy %.4f '
                   '(%s %.4f): %s', level, sum(1 for value in targets.values() if value),
                   accuracy, baseline_name, baseline_accuracy,
@@ -445,8 +463,9 @@ class Executor(base_executor.BaseExecutor):
     if not kept:
       tried = ', '.join(f'{trial["sparsity"]:g}' for trial in self.trials)
       return Outcome(None, 0.0, {}, (
-          f'no sparsity tried ({tried}) stays within {max_drop:.4f} of the {baseline_name}\'s eval accuracy '
-          f'({baseline_accuracy:.4f})'))
+          f'no sparsity tried ({tried}) stays within {max_drop:.4f} of the {baseline_name}\'s '
+          f'eval accuracy ({baseline_accuracy:.4f}) and clearly above the majority class '
+          f'({self.majority:.4f})'))
     for weights, level, targets, accuracy, trial in kept:
       trial['shipped_int8_bytes'] = self._shipped_bytes(self._stripped(weights))
     weights, level, targets, accuracy, trial = min(

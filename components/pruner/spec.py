@@ -28,7 +28,7 @@ class PrunerSpec(types.ComponentSpec):
   """Takes TFX's `model`, `examples` and `transform_graph`; gives a pruned SavedModel."""
 
   PARAMETERS = {
-      TARGET_SPARSITY_KEY: component_spec.ExecutionParameter(type=float),
+      TARGET_SPARSITY_KEY: component_spec.ExecutionParameter(type=float, optional=True),
       SCHEDULE_KEY: component_spec.ExecutionParameter(type=str),
       BEGIN_STEP_KEY: component_spec.ExecutionParameter(type=int),
       END_STEP_KEY: component_spec.ExecutionParameter(type=int),

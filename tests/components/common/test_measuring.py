@@ -93,3 +93,12 @@ def test_a_copied_tflite_folder_serves_with_its_own_transform_graph(
                 for row in rows[:10]]
   expected = predict.TFLitePredictor(float_tflite_dir).predict_raw(serialized)['classes']
   assert (predict.TFLitePredictor(copied).predict_raw(serialized)['classes'] == expected).all()
+
+
+def test_one_example_above_the_majority_class_is_noise_and_a_clear_lead_is_not():
+  # TFX's taxi pipeline with a weak teacher: 0.7750 against a majority class of 0.7745 on
+  # 2,000 examples is one example, a constant predictor in all but name.
+  assert not measuring.clearly_above_majority(0.7750, 0.7745, 2000)
+  assert measuring.clearly_above_majority(0.8000, 0.7745, 2000)
+  # The same lead means more on more examples.
+  assert measuring.majority_noise(0.7745, 20000) < measuring.majority_noise(0.7745, 2000)

@@ -1,0 +1,238 @@
+"""Pruning that pays: what the Pruner hands on in whole chains, run after run, and what it costs.
+
+Each chain is the `distillery` command at its defaults in a fresh home, in a subprocess,
+as a user runs it:
+- `make demo`'s `distillery run --dataset taxi`;
+- `distillery run --dataset csv` on a taxi-like CSV: TFX's taxi CSV with the label
+  `big_tipper` (tips > 20% of the fare) and the `tips` column removed;
+- `distillery run --dataset digits`.
+Each runs RUNS times (the chain is not seeded: each run is a fresh draw). From every
+run's Pruner `metrics.json` (on `eval`, what the Pruner chooses by) it reports what was
+handed on, its accuracy against the teacher and the majority class, and the Pruner's
+time; from the gate, what was chosen. The rule checked: a pruned model is never more
+than `max_accuracy_drop` below the teacher on eval, nor within noise of the majority
+class (`measuring.clearly_above_majority`); when pruning does not pay, the input goes
+on unchanged and the gate leaves the pruned pair out.
+
+The taxi chain also runs once at BASELINE_COMMIT (before this Pruner), in the same process
+run on the same machine: its first run and its pruning stages' time against the median
+of this commit's.
+
+Usage:
+  python -m benchmarks.pruning --json [--runs N] [--no-baseline]
+"""
+
+import csv
+import glob
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+from benchmarks import common
+from benchmarks import results
+from tfx_distillery.components.common import measuring
+from tfx_distillery.pipelines import datasets
+
+RUNS = 5
+# The commit before the per-layer Pruner (issue 39).
+BASELINE_COMMIT = '3ab6bd8'
+CHAINS = ('taxi', 'csv', 'digits')
+# The stages the Pruner's outcome decides: itself, the pruned model's Quantizer, the gate.
+PRUNING_STAGES = ('Pruner', 'Quantizer_pruned_full_integer')
+FINISHED = re.compile(r'^\d\d:\d\d:\d\d (\S+): finished in ([\d.]+) s$')
+PIPELINE_FINISHED = re.compile(r'^\d\d:\d\d:\d\d pipeline \S+: finished in ([\d.]+) s$')
+TAXI_LIKE_LABEL = 'big_tipper'
+
+
+def write_taxi_like_csv(output_dir: str) -> str:
+  """TFX's taxi CSV, label `big_tipper` = tips > 20% of the fare, `tips` removed."""
+  os.makedirs(output_dir, exist_ok=True)
+  [source] = glob.glob(os.path.join(datasets.taxi_data_dir(), '*.csv'))
+  with open(source, newline='') as handle, open(os.path.join(output_dir, 'data.csv'), 'w',
+                                                 newline='') as output:
+    reader = csv.DictReader(handle)
+    columns = [name for name in reader.fieldnames if name != 'tips'] + [TAXI_LIKE_LABEL]
+    writer = csv.DictWriter(output, fieldnames=columns)
+    writer.writeheader()
+    for row in reader:
+      if not row['tips'] or not row['fare']:
+        continue  # No label without both.
+      tips = row.pop('tips')
+      row[TAXI_LIKE_LABEL] = int(float(tips) > 0.2 * float(row['fare']))
+      writer.writerow(row)
+  return output_dir
+
+
+def chain_command(chain: str, data_dir: str):
+  if chain == 'csv':
+    return ['run', '--dataset', 'csv', '--data', data_dir, '--label', TAXI_LIKE_LABEL]
+  return ['run', '--dataset', chain]
+
+
+def newest_metrics(home: str, node: str, output: str = 'metrics'):
+  paths = glob.glob(os.path.join(home, 'runs', '*', node, output, '*', 'metrics.json'))
+  if not paths:
+    return None
+  with open(max(paths, key=lambda path: int(path.split(os.sep)[-2]))) as handle:
+    return json.load(handle)
+
+
+def run_chain(command, home: str, environment=None, cwd=None) -> dict:
+  """One chain in a fresh process and home: exit status, wall times, the Pruner's outcome."""
+  shutil.rmtree(home, ignore_errors=True)
+  start = time.monotonic()
+  completed = subprocess.run(
+      command, capture_output=True, text=True, check=False, cwd=cwd,
+      env={**(environment or os.environ), 'DISTILLERY_HOME': home})
+  wall_s = time.monotonic() - start
+  component_s, pipeline_s = {}, None
+  for line in completed.stdout.splitlines():
+    finished = FINISHED.match(line.strip())
+    if finished and not finished.group(1).endswith('executor:'):
+      component_s[finished.group(1).rstrip(':')] = float(finished.group(2))
+    whole = PIPELINE_FINISHED.match(line.strip())
+    if whole:
+      pipeline_s = float(whole.group(1))
+  return {'exit_status': completed.returncode, 'wall_s': wall_s, 'pipeline_s': pipeline_s,
+          'component_s': component_s,
+          'pruning_stages_s': sum(component_s.get(name, 0.0) for name in PRUNING_STAGES),
+          'pruner': newest_metrics(home, 'Pruner'),
+          'gate': newest_metrics(home, 'AccuracyGate', 'report'),
+          'stderr_tail': completed.stderr[-2000:] if completed.returncode not in (0, 3) else ''}
+
+
+def judge(run: dict) -> dict:
+  """The Pruner's outcome in one run, and whether it kept the rule."""
+  pruner = run['pruner']
+  if pruner is None:
+    return {'handed_on': None, 'kept_rule': False, 'note': 'the Pruner wrote no metrics'}
+  handed_on = pruner['handed_on']
+  eval_examples = pruner['eval_examples']
+  drop = pruner['baseline_accuracy'] - pruner['pruned_accuracy']
+  above = measuring.clearly_above_majority(pruner['pruned_accuracy'],
+                                           pruner['majority_accuracy'], eval_examples)
+  budget = pruner['max_accuracy_drop']
+  if pruner['pruning_paid']:
+    kept_rule = drop <= budget and above
+  else:
+    # Handed on unchanged (or marked): the gate must leave the pruned pair out.
+    left_out = {entry['name'] for entry in (run['gate'] or {}).get('left_out', [])}
+    kept_rule = {'pruned', 'pruned_full_integer'} <= left_out
+  gate = run['gate'] or {}
+  return {'handed_on': handed_on, 'pruning_paid': pruner['pruning_paid'],
+          'sparsity': pruner['sparsity'], 'eval_accuracy': pruner['pruned_accuracy'],
+          'input_eval_accuracy': pruner['dense_accuracy'],
+          'teacher_eval_accuracy': pruner['baseline_accuracy'], 'drop_to_teacher': drop,
+          'majority_accuracy': pruner['majority_accuracy'], 'clearly_above_majority': above,
+          'shipped_int8_bytes': pruner['shipped_int8_bytes'],
+          'dense_int8_bytes': pruner['dense_int8_bytes'], 'trials': len(pruner['trials']),
+          'reason': pruner['reason'], 'chosen': gate.get('chosen'), 'kept_rule': kept_rule}
+
+
+def main() -> None:
+  parser = common.argument_parser(__doc__, 'distillery-pruning-benchmark')
+  parser.add_argument('--runs', type=int, default=RUNS)
+  parser.add_argument('--chains', default=','.join(CHAINS))
+  parser.add_argument('--no-baseline', action='store_true')
+  args = parser.parse_args()
+  shutil.rmtree(args.work_dir, ignore_errors=True)
+  os.makedirs(args.work_dir)
+  data_dir = write_taxi_like_csv(os.path.join(args.work_dir, 'taxi-like'))
+  command = [os.path.join(os.path.dirname(sys.executable), 'distillery')]
+  chains = args.chains.split(',')
+
+  def run():
+    baseline = None
+    if not args.no_baseline and 'taxi' in chains:
+      # First, so both find the machine in the same state; the command as a module, since
+      # the installed `distillery` script imports this checkout.
+      with common.package_at_commit(BASELINE_COMMIT, args.work_dir) as (package_root,
+                                                                          environment):
+        # From the package folder: `-m` puts the working folder first on the path.
+        baseline = run_chain([sys.executable, '-m', 'tfx_distillery.pipelines.cli']
+                             + chain_command('taxi', data_dir),
+                             os.path.join(args.work_dir, 'home-baseline'), environment,
+                             cwd=package_root)
+      baseline = {key: baseline[key] for key in ('exit_status', 'wall_s', 'pipeline_s',
+                                                 'component_s', 'pruning_stages_s')}
+    runs = {chain: [] for chain in chains}
+    for index in range(args.runs):
+      for chain in chains:
+        outcome = run_chain(command + chain_command(chain, data_dir),
+                            os.path.join(args.work_dir, f'home-{chain}-{index}'))
+        runs[chain].append({**{key: outcome[key] for key in (
+            'exit_status', 'wall_s', 'pipeline_s', 'pruning_stages_s', 'stderr_tail')},
+                            'pruner_s': outcome['component_s'].get('Pruner'),
+                            **judge(outcome)})
+    targets, tables = [], []
+    for chain, chain_runs in runs.items():
+      kept = sum(1 for entry in chain_runs if entry['kept_rule'])
+      targets.append(results.target(
+          f'{chain}: runs whose Pruner kept the rule (a pruned model within max_accuracy_drop '
+          'of the teacher on eval and clearly above the majority class; else the input '
+          'unchanged and left out)', kept, f'= {len(chain_runs)} of {len(chain_runs)}',
+          kept == len(chain_runs)))
+      tables.append(results.table(
+          f'{chain}: what the Pruner handed on, run by run (eval, '
+          f'{chain_runs[0].get("majority_accuracy") or 0:.4f} majority)',
+          ['run', 'exit', 'handed on', 'sparsity', 'eval accuracy', 'input', 'teacher',
+           'drop to teacher', 'int8 bytes (unpruned)', 'trials', 'Pruner (s)', 'chain (s)',
+           'gate chose'],
+          [[index, entry['exit_status'], entry['handed_on'], entry.get('sparsity'),
+            entry.get('eval_accuracy'), entry.get('input_eval_accuracy'),
+            entry.get('teacher_eval_accuracy'), entry.get('drop_to_teacher'),
+            f'{entry.get("shipped_int8_bytes")} ({entry.get("dense_int8_bytes")})',
+            entry.get('trials'), entry['pruner_s'], entry['pipeline_s'], entry.get('chosen')]
+           for index, entry in enumerate(chain_runs)]))
+    summary = {}
+    for chain, chain_runs in runs.items():
+      pipeline_s = [entry['pipeline_s'] for entry in chain_runs if entry['pipeline_s']]
+      pruner_s = [entry['pruner_s'] for entry in chain_runs if entry['pruner_s']]
+      summary[chain] = {'pipeline_s_median': statistics.median(pipeline_s) if pipeline_s
+                        else None,
+                        'pruner_s_median': statistics.median(pruner_s) if pruner_s else None,
+                        'pruning_stages_s_median': statistics.median(
+                            entry['pruning_stages_s'] for entry in chain_runs),
+                        'pushed_runs': sum(1 for entry in chain_runs
+                                           if entry['exit_status'] == 0)}
+    if baseline is not None:
+      taxi = summary['taxi']
+      targets.append(results.target(
+          f'taxi chain: Pruner + its Quantizer (s), median of this commit / at '
+          f'{BASELINE_COMMIT} (same machine)',
+          taxi['pruning_stages_s_median'] / baseline['pruning_stages_s'], '< 1',
+          taxi['pruning_stages_s_median'] < baseline['pruning_stages_s']))
+      tables.append(results.table(
+          f'taxi chain\'s first run, before (at {BASELINE_COMMIT}, one run) and after (median '
+          f'of {args.runs})',
+          ['', 'pipeline (s)', 'Pruner (s)', 'Quantizer_pruned_full_integer (s)',
+           'AccuracyGate (s)'],
+          [[f'at {BASELINE_COMMIT}', baseline['pipeline_s'],
+            baseline['component_s'].get('Pruner'),
+            baseline['component_s'].get('Quantizer_pruned_full_integer'),
+            baseline['component_s'].get('AccuracyGate')],
+           ['this commit', taxi['pipeline_s_median'], taxi['pruner_s_median'],
+            statistics.median(entry['pruning_stages_s'] - (entry['pruner_s'] or 0)
+                              for entry in runs['taxi']), None]]))
+    return {
+        'title': 'Pruning that pays: what the Pruner hands on in whole chains, run after run',
+        'summary': (f'`distillery run` at its defaults, {args.runs} runs of each chain (taxi, a '
+                    'taxi-like CSV with the label tips > 20% of the fare, digits), each in a '
+                    'fresh process and home; the Pruner\'s own figures on eval.'),
+        'runs': runs,
+        'chain_summary': summary,
+        'baseline': baseline,
+        'targets': targets,
+        'tables': tables,
+    }
+
+  common.print_result(run, args, 'pruning')
+
+
+if __name__ == '__main__':
+  main()
