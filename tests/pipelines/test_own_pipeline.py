@@ -162,3 +162,25 @@ def test_the_stock_taxi_transform_gets_no_raw_flatbuffer_and_the_ops_are_named(r
   assert re.search(r'no TFLite builtin.*(UpperBound|StringToHashBucketFast)',
                    serving['raw_model_refused']), serving['raw_model_refused']
   assert 'raw_examples' not in serving['raw_model_refused']  # Given, and tried.
+
+
+def test_the_pruner_after_the_stock_teacher_never_hands_on_a_model_over_budget(run):
+  # TFX's taxi Trainer then our built-in student: the pruned model is within the README's
+  # 0.05 of the stock teacher on eval and clearly above the majority class, or the student
+  # goes on unchanged and the gate leaves the pruned model out.
+  _, metadata_path = run
+  with open(os.path.join(latest_uri(metadata_path, 'Pruner', 'distillery.ModelMetrics'),
+                         'metrics.json')) as handle:
+    pruning = json.load(handle)
+  decision_path = os.path.join(latest_uri(metadata_path, 'AccuracyGate',
+                                          'distillery.ModelMetrics'), 'metrics.json')
+  with open(decision_path) as handle:
+    decision = json.load(handle)
+  if pruning['pruning_paid']:
+    assert pruning['baseline_accuracy'] - pruning['pruned_accuracy'] <= 0.05
+    assert pruning['pruned_accuracy'] > pruning['majority_accuracy']
+    assert 'pruned' in {candidate['name'] for candidate in decision['candidates']}
+  else:
+    assert pruning['handed_on'] == 'input model, unchanged' or pruning['not_a_candidate']
+    assert pruning['reason'] or pruning['not_a_candidate']
+    assert 'pruned' in {entry['name'] for entry in decision['left_out']}
