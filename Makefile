@@ -24,7 +24,7 @@ test: $(INSTALLED)
 
 # Every benchmark, each writing docs/results/<name>.json, then docs/benchmarks.md from them.
 # Long (about an hour and a half on 2 cores); not part of `make test`. Run it on an idle machine.
-BENCHMARKS := ingestion distributed compression pipeline beam_modes distillation pruning
+BENCHMARKS := ingestion distributed compression pipeline beam_modes pruning distillation
 bench: $(INSTALLED)
 	set -e; for name in $(BENCHMARKS); do $(PYTHON) -m benchmarks.$$name --save --json; done
 	$(PYTHON) -m benchmarks.results
