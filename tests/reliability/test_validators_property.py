@@ -86,7 +86,8 @@ def test_distribution_settings(strategy, workers, servers, communication):
        use_m_by_n=st.booleans(), drop=st.one_of(st.none(), NUMBERS))
 def test_pruner_sparsity_pattern_and_budget(sparsity, m, n, use_m_by_n, drop):
   m_by_n = (m, n) if use_m_by_n else None
-  valid = (is_number(sparsity) and 0 < sparsity < 1
+  # None is the default: the Pruner then searches within a budget.
+  valid = ((sparsity is None or (is_number(sparsity) and 0 < sparsity < 1))
            and (m_by_n is None or (m >= 1 and n >= 1 and m < n))
            and (drop is None or (is_number(drop) and 0 <= drop <= 1))
            and not (drop is not None and m_by_n is not None))
