@@ -29,7 +29,7 @@ MEASURED_PATHS = ('benchmarks', 'components', 'trainer_modules', 'pipelines', 't
                   'pyproject.toml', 'requirements/lock.txt')
 # The order of sections in docs/benchmarks.md.
 ORDER = ('pipeline', 'pruning', 'distillation', 'compression', 'distributed', 'ingestion',
-         'beam_modes')
+         'scale', 'beam_modes')
 
 
 def target(name: str, value: Optional[float], rule: str, met: Optional[bool]) -> Dict[str, Any]:

@@ -3,44 +3,60 @@
 Spreadsheets and exports write CSV files in many ways. CsvExampleGen takes some of them
 as they are and turns others into a failure deep in the run (a byte-order mark becomes
 part of the first column's name; NaN reaches the int8 conversion). `preflight_csv` reads
-every file with the standard library's `csv` parser and gives one verdict per file:
+every file with the standard library's `csv` parser, row by row (memory does not grow
+with the rows), and gives one verdict per file:
 
 * runs: CRLF line endings, a UTF-8 byte-order mark, quoted fields with commas or
   newlines, empty feature cells, unicode values, column names with spaces, several files
-  with one header, gzip-compressed `.csv.gz` files. NaN and infinity in a numeric column
-  are read as empty cells (the transform fills them in like any other missing value), and
-  rows without a label are left out; both are counted.
+  with one header, gzip-compressed `.csv.gz` files. NaN, infinity and pandas' missing-value
+  markers (`NA`, `N/A`, `null`, `?` and the like) in a numeric column are read as empty
+  cells (the transform fills them in like any other missing value), and rows without a
+  label are left out; both are counted. A column is numeric when every other value in
+  the folder is a number; `column_kinds` says which columns are numbers and which are
+  categories, and `mostly_numbers` names a text column whose values are mostly numbers.
 * refused, naming the file, the line and the column, and what to do: a file that is not
   UTF-8 text, a delimiter other than a comma, a column without a name, a duplicate column
   name, a missing label column, a ragged row, a header with no rows, headers that differ
   between files, a label with one value, or a label with a different value in every row
   (an ID, not a class).
 
-`stage` then writes what runs as plain UTF-8 CSV under the pipeline root, in a folder
-named by the content of the inputs, so that a rerun on the same files reuses the same
-folder (and ExampleGen's cache) and a changed file gets a new one.
+`stage` then reads the files again, row by row, and writes what runs as plain UTF-8 CSV
+under the pipeline root, in a folder named by the content of the inputs, so that a rerun
+on the same files reuses the same folder (and ExampleGen's cache) and a changed file
+gets a new one.
 """
 
 import csv
 import dataclasses
 import gzip
 import hashlib
-import io
 import json
 import math
 import os
 import shutil
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 RUNS = 'runs'
 REFUSED = 'refused'
+NUMBER = 'number'
+CATEGORY = 'category'
 SUFFIXES = ('.csv', '.csv.gz')
 # Delimiters that exports use instead of commas; CsvExampleGen reads commas only.
 OTHER_DELIMITERS = (';', '\t', '|')
 BYTE_ORDER_MARK = b'\xef\xbb\xbf'
 MANIFEST_FILE_NAME = 'inputs.json'
 # Bumped when staging writes differently, so an old staged copy is not reused.
-STAGING_VERSION = '1'
+STAGING_VERSION = '2'
+# pandas' default missing-value markers (`pandas.read_csv`'s na_values) that `float`
+# does not already read as NaN, and `?`, which exports also write.
+MISSING_MARKERS = frozenset(('#N/A', '#N/A N/A', '#NA', '-1.#IND', '-1.#QNAN', '1.#IND',
+                             '1.#QNAN', '<NA>', 'N/A', 'NA', 'NULL', 'None', 'n/a', 'null',
+                             '?'))
+# A text column with at least this share of numbers is named: likely one bad cell.
+MOSTLY_NUMBERS_SHARE = 0.5
+# Distinct label values counted; more is no classification label.
+MAX_LABEL_VALUES = 10_000
+DIGEST_CHUNK_BYTES = 1 << 20
 
 
 class CsvRefused(ValueError):
@@ -64,7 +80,7 @@ class FileVerdict:
     column: The column of the problem, when there is one.
     rows: Data rows that go on to ExampleGen.
     dropped_rows: Rows left out because their label was empty.
-    blanked_cells: Per column, NaN or infinity cells read as empty.
+    blanked_cells: Per column, NaN, infinite or missing-marker cells read as empty.
     notes: What was handled, one phrase each.
   """
   path: str
@@ -88,8 +104,30 @@ class FileVerdict:
 
 
 @dataclasses.dataclass
+class ColumnCounts:
+  """What one pass over a column found, in one file or (summed) in the folder."""
+  values: int = 0  # Non-empty cells.
+  numbers: int = 0  # Cells `float` reads (NaN and infinity included).
+  non_finite: int = 0  # NaN and infinity.
+  markers: int = 0  # Missing-value markers.
+  first_text: Optional[Tuple[str, str, int]] = None  # (value, file, line) of the first non-number.
+
+  def add(self, other: 'ColumnCounts') -> None:
+    self.values += other.values
+    self.numbers += other.numbers
+    self.non_finite += other.non_finite
+    self.markers += other.markers
+    self.first_text = self.first_text or other.first_text
+
+  @property
+  def is_number(self) -> bool:
+    """Every value is a number once missing markers are set aside (and there is one)."""
+    return self.numbers > 0 and self.numbers + self.markers == self.values
+
+
+@dataclasses.dataclass
 class Preflight:
-  """The verdicts for a folder, and the rows that run (for `stage`).
+  """The verdicts for a folder, and what `stage` needs to write the rows that run.
 
   Attributes:
     data_root: The folder checked.
@@ -99,6 +137,9 @@ class Preflight:
     header: The columns every file shares (empty when refused before it was known).
     digest: Content digest of the files, the label column and the staging version.
     file_digests: Per file name, the digest of its bytes.
+    column_kinds: Per column, `number` or `category`, as ExampleGen will read it.
+    mostly_numbers: Text columns whose values are mostly numbers:
+      (column, share of numbers, first non-number, its file, its line).
   """
   data_root: str
   label_column: str
@@ -107,7 +148,9 @@ class Preflight:
   header: List[str]
   digest: str
   file_digests: Dict[str, str]
-  _rows: Dict[str, List[List[str]]] = dataclasses.field(default_factory=dict, repr=False)
+  column_kinds: Dict[str, str] = dataclasses.field(default_factory=dict)
+  mostly_numbers: List[Tuple[str, float, str, str, int]] = dataclasses.field(
+      default_factory=list)
 
   @property
   def refused(self) -> bool:
@@ -131,35 +174,60 @@ def list_files(data_root: str) -> Tuple[List[str], List[str]]:
   return data, others
 
 
-def _unwrap(path: str, content: bytes, verdict: FileVerdict) -> Optional[bytes]:
-  """The file's text bytes: decompressed, without a byte-order mark."""
-  if path.lower().endswith('.gz'):
+def _file_digest(path: str) -> str:
+  digest = hashlib.sha256()
+  with open(path, 'rb') as handle:
+    for chunk in iter(lambda: handle.read(DIGEST_CHUNK_BYTES), b''):
+      digest.update(chunk)
+  return digest.hexdigest()
+
+
+class _Unreadable(Exception):
+  """The bytes of a file can not be read as UTF-8 CSV text; carries the refusal."""
+
+  def __init__(self, what: str, line: Optional[int] = None):
+    super().__init__(what)
+    self.what = what
+    self.line = line
+
+
+def _text_lines(path: str, verdict: FileVerdict) -> Iterator[str]:
+  """The file's lines as text, decompressed and without a byte-order mark, one at a time.
+
+  Raises:
+    _Unreadable: for a broken gzip file, NUL bytes or bytes that are not UTF-8.
+  """
+  compressed = path.lower().endswith('.gz')
+  opener = gzip.open if compressed else open
+  with opener(path, 'rb') as handle:
+    if compressed:
+      verdict.notes.append('decompressed (gzip)')
+    number = 0
     try:
-      content = gzip.decompress(content)
+      for raw in handle:
+        number += 1
+        if number == 1 and raw.startswith(BYTE_ORDER_MARK):
+          raw = raw[len(BYTE_ORDER_MARK):]
+          verdict.notes.append('UTF-8 byte-order mark removed from the first column name')
+        if b'\x00' in raw:
+          raise _Unreadable('is not text: it holds NUL bytes (a binary file, or UTF-16 '
+                            'text); give a CSV file saved as UTF-8.', line=number)
+        try:
+          text = raw.decode('utf-8')
+        except UnicodeDecodeError as error:
+          # A binary file fails here too; a NUL byte further on says it is not text at all.
+          for later, rest in enumerate(handle, start=number + 1):
+            if b'\x00' in rest:
+              raise _Unreadable('is not text: it holds NUL bytes (a binary file, or UTF-16 '
+                                'text); give a CSV file saved as UTF-8.', line=later) from error
+          raise _Unreadable(f'is not UTF-8 text: byte 0x{raw[error.start]:02x} can not be '
+                            'read; save the file as "CSV UTF-8".', line=number) from error
+        yield text
     except (OSError, EOFError) as error:
-      verdict.refuse(f'is named .gz but is not a complete gzip file ({error}); compress it '
-                     'with gzip, or name it .csv if it is plain text.')
-      return None
-    verdict.notes.append('decompressed (gzip)')
-  if content.startswith(BYTE_ORDER_MARK):
-    content = content[len(BYTE_ORDER_MARK):]
-    verdict.notes.append('UTF-8 byte-order mark removed from the first column name')
-  return content
-
-
-def _decode(content: bytes, verdict: FileVerdict) -> Optional[str]:
-  if b'\x00' in content:
-    line = content[:content.index(b'\x00')].count(b'\n') + 1
-    verdict.refuse('is not text: it holds NUL bytes (a binary file, or UTF-16 text); give '
-                   'a CSV file saved as UTF-8.', line=line)
-    return None
-  try:
-    return content.decode('utf-8')
-  except UnicodeDecodeError as error:
-    line = content[:error.start].count(b'\n') + 1
-    verdict.refuse(f'is not UTF-8 text: byte 0x{content[error.start]:02x} can not be read; '
-                   'save the file as "CSV UTF-8".', line=line)
-    return None
+      if not compressed:
+        raise
+      raise _Unreadable(f'is named .gz but is not a complete gzip file ({error}); compress '
+                        'it with gzip, or name it .csv if it is plain text.') from error
 
 
 def _check_header(header: List[str], label_column: str, verdict: FileVerdict) -> bool:
@@ -189,18 +257,23 @@ def _check_header(header: List[str], label_column: str, verdict: FileVerdict) ->
   return True
 
 
-def _read_rows(text: str, label_column: str,
-               verdict: FileVerdict) -> Optional[Tuple[List[str], List[List[str]]]]:
-  reader = csv.reader(io.StringIO(text, newline=''), strict=True)
+def _rows(path: str, label_column: str, verdict: FileVerdict,
+          expected_header: Optional[List[str]] = None) -> Iterator[Tuple[int, List[str]]]:
+  """Yields the header (line 1) and then each data row with its line, checked as read.
+
+  Raises:
+    _Unreadable: with the refusal, for anything that stops the file from running.
+  """
+  reader = csv.reader(_text_lines(path, verdict), strict=True)
   try:
     header = next(reader, None)
     if header is None:
-      verdict.refuse(f'is empty; expected a header row with the label column '
-                     f'{label_column!r}, then rows.')
-      return None
-    if not _check_header(header, label_column, verdict):
-      return None
-    rows = []
+      raise _Unreadable(f'is empty; expected a header row with the label column '
+                        f'{label_column!r}, then rows.')
+    if expected_header is None and not _check_header(header, label_column, verdict):
+      return
+    yield 1, header
+    rows = 0
     for row in reader:
       if not row or all(not value.strip() for value in row) and len(row) == 1:
         continue  # A blank line.
@@ -214,17 +287,15 @@ def _read_rows(text: str, label_column: str,
                        f'{what} (a missing or extra comma, or a comma inside an unquoted '
                        'value); fix the row, or quote the value.', line=reader.line_num,
                        column=column)
-        return None
-      rows.append(row)
+        return
+      rows += 1
+      yield reader.line_num, row
   except csv.Error as error:
-    verdict.refuse(f'is not readable as CSV ({error}); check the quoting on that line.',
-                   line=reader.line_num)
-    return None
+    raise _Unreadable(f'is not readable as CSV ({error}); check the quoting on that line.',
+                      line=reader.line_num) from error
   if not rows:
-    verdict.refuse('has a header but no rows; add rows, or remove the file from the folder.',
-                   line=1)
-    return None
-  return header, rows
+    raise _Unreadable('has a header but no rows; add rows, or remove the file from the '
+                      'folder.', line=1)
 
 
 def _is_number(value: str) -> bool:
@@ -235,32 +306,86 @@ def _is_number(value: str) -> bool:
   return True
 
 
-def _clean(header: List[str], rows: List[List[str]], label_column: str,
-           verdict: FileVerdict) -> List[List[str]]:
-  """Reads NaN and infinity in numeric columns as empty; leaves out rows with no label."""
-  for position, name in enumerate(header):
-    values = [row[position].strip() for row in rows if row[position].strip()]
-    if not values or not all(_is_number(value) for value in values):
-      continue  # A text column: 'nan' there is a category like any other.
-    blanked = 0
-    for row in rows:
-      value = row[position].strip()
-      if value and not math.isfinite(float(value)):
-        row[position] = ''
-        blanked += 1
-    if blanked:
-      verdict.blanked_cells[name] = blanked
-      verdict.notes.append(f'{blanked} NaN or infinite value(s) in {name!r} read as empty')
-  label_position = header.index(label_column)
-  kept = [row for row in rows if row[label_position].strip()]
-  verdict.dropped_rows = len(rows) - len(kept)
-  if verdict.dropped_rows:
-    verdict.notes.append(f'{verdict.dropped_rows} row(s) with no {label_column!r} left out')
-  return kept
+@dataclasses.dataclass
+class _FileCounts:
+  """One file's first pass: per column counts, and the label's values."""
+  columns: List[ColumnCounts]
+  rows: int = 0
+  empty_labels: int = 0
+  label_values: Dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def _count(path: str, label_column: str, verdict: FileVerdict,
+           first_header: Optional[List[str]], first_path: Optional[str]
+           ) -> Optional[Tuple[List[str], _FileCounts]]:
+  """Reads a file once, row by row; returns its header and counts, or None when refused."""
+  rows = _rows(path, label_column, verdict)
+  try:
+    first = next(rows, None)
+    if first is None:
+      return None
+    header = first[1]
+    if first_header is not None and header != first_header:
+      differences = [name for name in header if name not in first_header] + [
+          name for name in first_header if name not in header]
+      verdict.refuse(
+          f'its header differs from that of {os.path.basename(first_path)} '
+          + (f'({", ".join(map(repr, differences))} in one file only)' if differences
+             else '(the same columns in another order)')
+          + '; every file of the folder needs the same header.', line=1,
+          column=differences[0] if differences else None)
+      return None
+    label_position = header.index(label_column)
+    counts = _FileCounts([ColumnCounts() for _ in header])
+    name = os.path.basename(path)
+    for line, row in rows:
+      counts.rows += 1
+      for position, raw in enumerate(row):
+        value = raw.strip()
+        if not value:
+          continue
+        column = counts.columns[position]
+        column.values += 1
+        if value in MISSING_MARKERS:
+          column.markers += 1
+          continue
+        try:
+          number = float(value)
+        except ValueError:
+          if column.first_text is None:
+            column.first_text = (value, name, line)
+          continue
+        column.numbers += 1
+        if not math.isfinite(number):
+          column.non_finite += 1
+      label = row[label_position].strip()
+      if not label:
+        counts.empty_labels += 1
+      elif label in counts.label_values or len(counts.label_values) < MAX_LABEL_VALUES:
+        counts.label_values[label] = counts.label_values.get(label, 0) + 1
+  except _Unreadable as error:
+    verdict.refuse(error.what, line=error.line)
+    return None
+  if verdict.status == REFUSED:
+    return None
+  return header, counts
+
+
+def _is_missing(value: str) -> bool:
+  """A missing marker, NaN or infinity: read as an empty cell in a numeric column."""
+  if value in MISSING_MARKERS:
+    return True
+  try:
+    return not math.isfinite(float(value))
+  except ValueError:
+    return False
 
 
 def preflight_csv(data_root: str, label_column: str) -> Preflight:
   """Reads every CSV file of a folder and gives each a verdict: runs, or refused and why.
+
+  Each file is read row by row; nothing but counts is kept, so memory does not grow
+  with the rows.
 
   Args:
     data_root: Folder of `.csv` (or `.csv.gz`) files, as given to CsvExampleGen.
@@ -278,67 +403,93 @@ def preflight_csv(data_root: str, label_column: str) -> Preflight:
   if not paths:
     raise ValueError(f'--data: {data_root!r} holds no .csv or .csv.gz files'
                      + (f' (it has {", ".join(ignored)})' if ignored else '') + '.')
-  verdicts, all_rows, file_digests = [], {}, {}
+  verdicts, file_digests, counted = [], {}, {}
   first_header, first_path = None, None
   whole = hashlib.sha256(f'{STAGING_VERSION}\0{label_column}\0'.encode())
   for path in paths:
     verdict = FileVerdict(path)
     verdicts.append(verdict)
-    with open(path, 'rb') as handle:
-      content = handle.read()
-    file_digest = hashlib.sha256(content).hexdigest()
+    file_digest = _file_digest(path)
     file_digests[os.path.basename(path)] = file_digest
     whole.update(f'{os.path.basename(path)}\0{file_digest}\0'.encode())
-    content = _unwrap(path, content, verdict)
-    text = None if content is None else _decode(content, verdict)
-    parsed = None if text is None else _read_rows(text, label_column, verdict)
-    if parsed is None:
+    result = _count(path, label_column, verdict, first_header, first_path)
+    if result is None:
       continue
-    header, rows = parsed
+    header, counts = result
     if first_header is None:
       first_header, first_path = header, path
-    elif header != first_header:
-      differences = [name for name in header if name not in first_header] + [
-          name for name in first_header if name not in header]
-      verdict.refuse(
-          f'its header differs from that of {os.path.basename(first_path)} '
-          + (f'({", ".join(map(repr, differences))} in one file only)' if differences
-             else '(the same columns in another order)')
-          + '; every file of the folder needs the same header.', line=1,
-          column=differences[0] if differences else None)
-      continue
-    rows = _clean(header, rows, label_column, verdict)
-    if not rows:
-      verdict.refuse(f'no row has a {label_column!r} value; give each row its label.',
-                     column=label_column)
-      continue
-    verdict.rows = len(rows)
-    all_rows[path] = rows
+    counted[path] = counts
   preflight = Preflight(os.path.abspath(data_root), label_column, verdicts, ignored,
-                        first_header or [], whole.hexdigest(), file_digests, all_rows)
+                        first_header or [], whole.hexdigest(), file_digests)
+  if counted:
+    _decide_kinds(preflight, counted)
   if not preflight.refused:
-    _check_label(preflight)
+    _check_label(preflight, counted)
   return preflight
 
 
-def _check_label(preflight: Preflight) -> None:
+def _decide_kinds(preflight: Preflight, counted: Dict[str, _FileCounts]) -> None:
+  """Numbers or categories per column over the folder; then each file's rows and notes."""
+  header = preflight.header
+  totals = [ColumnCounts() for _ in header]
+  for counts in counted.values():
+    for total, column in zip(totals, counts.columns):
+      total.add(column)
+  for name, total in zip(header, totals):
+    preflight.column_kinds[name] = NUMBER if total.is_number else CATEGORY
+    if not total.is_number and total.values:
+      share = total.numbers / max(1, total.values - total.markers)
+      if share >= MOSTLY_NUMBERS_SHARE and total.first_text:
+        value, file_name, line = total.first_text
+        preflight.mostly_numbers.append((name, share, value, file_name, line))
+  label_position = header.index(preflight.label_column)
+  label_is_number = preflight.column_kinds[preflight.label_column] == NUMBER
+  for verdict in preflight.verdicts:
+    counts = counted.get(verdict.path)
+    if counts is None:
+      continue
+    for name, column in zip(header, counts.columns):
+      if preflight.column_kinds[name] != NUMBER:
+        continue  # A text column: 'NA' or 'nan' there is a category like any other.
+      blanked = column.non_finite + column.markers
+      if blanked:
+        verdict.blanked_cells[name] = blanked
+        verdict.notes.append(
+            f'{blanked} NaN, infinite or missing-marker value(s) in {name!r} read as empty')
+    dropped = counts.empty_labels
+    if label_is_number:
+      dropped += counts.columns[label_position].non_finite + counts.columns[
+          label_position].markers
+    verdict.dropped_rows = dropped
+    if dropped:
+      verdict.notes.append(f'{dropped} row(s) with no {preflight.label_column!r} left out')
+    verdict.rows = counts.rows - dropped
+    if not verdict.rows:
+      verdict.refuse(f'no row has a {preflight.label_column!r} value; give each row its '
+                     'label.', column=preflight.label_column)
+
+
+def _check_label(preflight: Preflight, counted: Dict[str, _FileCounts]) -> None:
   """Refuses a label with one value, or with a different value in every row."""
-  position = preflight.header.index(preflight.label_column)
+  label_is_number = preflight.column_kinds[preflight.label_column] == NUMBER
   counts: Dict[str, int] = {}
-  for rows in preflight._rows.values():  # pylint: disable=protected-access
-    for row in rows:
-      value = row[position].strip()
-      counts[value] = counts.get(value, 0) + 1
-  total = sum(counts.values())
+  for file_counts in counted.values():
+    for value, count in file_counts.label_values.items():
+      if label_is_number and _is_missing(value):
+        continue
+      counts[value] = counts.get(value, 0) + count
+  total = sum(verdict.rows for verdict in preflight.verdicts)
   verdict = preflight.verdicts[0]
   if len(counts) == 1:
     verdict.refuse(f'the label has one value ({next(iter(counts))!r}) in all {total} rows of '
                    'the folder; a classifier needs two or more classes.',
                    column=preflight.label_column)
-  elif len(counts) == total:
-    verdict.refuse(f'the label has a different value in every one of the {total} rows of the '
-                   'folder: it looks like an ID or a measurement, not a class. Give --label '
-                   'the column that holds the classes.', column=preflight.label_column)
+  elif len(counts) == total or len(counts) >= MAX_LABEL_VALUES:
+    verdict.refuse(f'the label has a different value in '
+                   + (f'every one of the {total} rows' if len(counts) == total else
+                      f'{len(counts)} or more of the {total} rows')
+                   + ' of the folder: it looks like an ID or a measurement, not a class. Give '
+                   '--label the column that holds the classes.', column=preflight.label_column)
 
 
 def changed_inputs(preflight: Preflight, staging_root: str) -> Optional[List[str]]:
@@ -356,13 +507,30 @@ def changed_inputs(preflight: Preflight, staging_root: str) -> Optional[List[str
   return changes
 
 
+def _staged_rows(preflight: Preflight, verdict: FileVerdict) -> Iterator[List[str]]:
+  """The file's rows that run, read again row by row: missing values blanked, no empty label."""
+  numeric = [position for position, name in enumerate(preflight.header)
+             if preflight.column_kinds.get(name) == NUMBER]
+  label_position = preflight.header.index(preflight.label_column)
+  rows = _rows(verdict.path, preflight.label_column, FileVerdict(verdict.path),
+               expected_header=preflight.header)
+  next(rows)  # The header, checked in the first pass.
+  for _, row in rows:
+    for position in numeric:
+      if _is_missing(row[position].strip()):
+        row[position] = ''
+    if row[label_position].strip():
+      yield row
+
+
 def stage(preflight: Preflight, staging_root: str) -> str:
   """Writes the rows that run as UTF-8 CSV files for CsvExampleGen; returns their folder.
 
   The folder is named by the content digest: a rerun on the same files finds it and
   leaves it untouched, so ExampleGen's input fingerprint (paths, sizes and times) and
   its cache hold. It is written under a temporary name and renamed, so a killed run
-  never leaves a half-written copy behind; copies of other inputs are removed.
+  never leaves a half-written copy behind; copies of other inputs are removed. Rows are
+  read and written one at a time.
 
   Args:
     preflight: A `Preflight` with no refused file.
@@ -385,7 +553,7 @@ def stage(preflight: Preflight, staging_root: str) -> str:
                 encoding='utf-8') as handle:
         writer = csv.writer(handle, lineterminator='\n')
         writer.writerow(preflight.header)
-        writer.writerows(preflight._rows[verdict.path])  # pylint: disable=protected-access
+        writer.writerows(_staged_rows(preflight, verdict))
     os.rename(temporary, folder)
   for name in os.listdir(staging_root):
     if name not in (os.path.basename(folder), MANIFEST_FILE_NAME):

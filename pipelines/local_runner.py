@@ -325,6 +325,15 @@ def report_preflight(preflight: csv_preflight.Preflight) -> None:
       logger.info('data: %s: %d rows%s', os.path.basename(verdict.path), verdict.rows,
                   f' ({"; ".join(verdict.notes)})' if verdict.notes else '')
   preflight.raise_if_refused()
+  kinds = preflight.column_kinds
+  for kind, what in ((csv_preflight.NUMBER, 'numbers'), (csv_preflight.CATEGORY, 'categories')):
+    names = [name for name in preflight.header if kinds.get(name) == kind]
+    if names:
+      logger.info('data: read as %s: %s', what, ', '.join(names))
+  for name, share, value, file_name, line in preflight.mostly_numbers:
+    logger.warning('data: %r is read as categories, yet %.0f%% of its values are numbers; the '
+                   'first that is not is %r (%s, line %d). Fix or empty such cells if the '
+                   'column holds numbers.', name, 100 * share, value, file_name, line)
 
 
 def stage_csv(preflight: csv_preflight.Preflight, pipeline_root: str) -> str:

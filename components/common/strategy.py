@@ -16,6 +16,9 @@ STRATEGIES = ('one_device', 'mirrored', 'multi_worker_mirrored', 'parameter_serv
 # device (`reduce_to_one_device`), which is no ring.
 COMMUNICATIONS = ('auto', 'ring', 'nccl', 'reduce_to_one_device')
 ENVIRONMENT_VARIABLE = 'DISTILLERY_TRAINING'
+# A training process whose last heartbeat is older than this fails the run: well above
+# a first step (tracing) on a slow CPU, far below "for ever".
+DEFAULT_PROGRESS_TIMEOUT_SECONDS = 600.0
 
 _strategy_cache = {}
 
@@ -31,6 +34,8 @@ class TrainingSettings:
     num_parameter_servers: Parameter servers (parameter_server strategy only).
     backup_dir: BackupAndRestore folder that survives a failed execution.
     is_chief: Whether this process writes the model and TensorBoard logs.
+    progress_timeout_seconds: Seconds a process may go without progress (our
+      strategies' collectives time out after twice as long); 0 for none.
   """
   strategy: str = 'multi_worker_mirrored'
   communication: str = 'auto'
@@ -38,6 +43,7 @@ class TrainingSettings:
   num_parameter_servers: int = 0
   backup_dir: str = ''
   is_chief: bool = True
+  progress_timeout_seconds: float = 0.0
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -86,6 +92,16 @@ def validate(strategy: str, num_workers: int, num_parameter_servers: int,
     raise ValueError(f'strategy {strategy!r} runs on one machine; use '
                      "'multi_worker_mirrored' or 'parameter_server' for num_workers > 1 "
                      f'(got num_workers={num_workers}).')
+
+
+def validate_progress_timeout(progress_timeout_seconds) -> None:
+  """Raises ValueError naming `progress_timeout_seconds` unless it is a number > 0."""
+  if (isinstance(progress_timeout_seconds, bool)
+      or not isinstance(progress_timeout_seconds, (int, float))
+      or not progress_timeout_seconds > 0 or progress_timeout_seconds == float('inf')):
+    raise ValueError('progress_timeout_seconds must be a number of seconds > 0 (the bound on '
+                     'a training process without progress); got '
+                     f'{progress_timeout_seconds!r}.')
 
 
 def settings(fn_args=None) -> TrainingSettings:
@@ -164,6 +180,7 @@ def strategy_for(fn_args=None):
     The strategy; created once per process, as tf.distribute requires.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  _remember_multi_worker_class()
   current = settings(fn_args)
   key = (current.strategy, current.communication)
   if key in _strategy_cache:
@@ -187,14 +204,65 @@ def strategy_for(fn_args=None):
         'ring': tf.distribute.experimental.CommunicationImplementation.RING,
         'nccl': tf.distribute.experimental.CommunicationImplementation.NCCL,
     }[current.communication]
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+    # A collective past twice the bound raises DeadlineExceeded instead of waiting for
+    # ever. Locally the executor's watch fails the run first (it names the phase and dumps
+    # the stacks); on a cluster backend nothing watches, and this is the bound.
+    strategy = _MULTI_WORKER_MIRRORED[0](
         communication_options=tf.distribute.experimental.CommunicationOptions(
-            implementation=implementation))
+            implementation=implementation,
+            timeout_seconds=2 * current.progress_timeout_seconds or None))
   else:
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
   _strategy_cache[key] = strategy
   return strategy
+
+
+# The class tf.distribute exports, kept before `one_strategy_per_process` replaces it.
+_MULTI_WORKER_MIRRORED = []
+
+
+def _remember_multi_worker_class():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if not _MULTI_WORKER_MIRRORED:
+    _MULTI_WORKER_MIRRORED.append(tf.distribute.MultiWorkerMirroredStrategy)
+
+
+def one_strategy_per_process() -> None:
+  """Makes a module's own `MultiWorkerMirroredStrategy()` the process's one instance.
+
+  Stock TFX module files build `tf.distribute.MultiWorkerMirroredStrategy()` in run_fn.
+  A worker has already built one (collectives must be configured before other
+  TensorFlow work), and a second instance in the same process starts with the same
+  collective keys and configures the collective runtime again while the other
+  worker may already be broadcasting: an intermittent hang in the first variable's
+  broadcast. Every later construction returns the first instance instead, with a log
+  line when its arguments differ.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  _remember_multi_worker_class()
+  original = _MULTI_WORKER_MIRRORED[0]
+  if getattr(tf.distribute.MultiWorkerMirroredStrategy, '_distillery_one_per_process', False):
+    return
+
+  class OnePerProcess(original):  # pylint: disable=abstract-method
+    """Constructing it returns this process's MultiWorkerMirroredStrategy."""
+    _distillery_one_per_process = True
+
+    def __new__(cls, *args, **kwargs):
+      if args or kwargs:
+        from tfx_distillery.components.common import progress  # pylint: disable=g-import-not-at-top
+        progress.get_logger().info(
+            'MultiWorkerMirroredStrategy(%s): this process already has its strategy (from the '
+            "DistributedTrainer's communication setting); run_fn gets that one.",
+            ', '.join([repr(arg) for arg in args]
+                      + [f'{key}={value!r}' for key, value in kwargs.items()]))
+      return strategy_for()
+
+  OnePerProcess.__name__ = original.__name__
+  OnePerProcess.__qualname__ = original.__qualname__
+  tf.distribute.MultiWorkerMirroredStrategy = OnePerProcess
+  tf.distribute.experimental.MultiWorkerMirroredStrategy = OnePerProcess
 
 
 def uses_all_reduce(fn_args, strategy) -> bool:

@@ -87,7 +87,9 @@ class Distiller(base_component.BaseComponent):
                custom_config: Optional[Dict[str, Any]] = None,
                strategy: str = 'multi_worker_mirrored',
                num_workers: int = 1,
-               communication: str = 'auto'):
+               communication: str = 'auto',
+               progress_timeout_seconds: float = (
+                   strategy_lib.DEFAULT_PROGRESS_TIMEOUT_SECONDS)):
     """Constructs a Distiller.
 
     Args:
@@ -143,6 +145,8 @@ class Distiller(base_component.BaseComponent):
       strategy: `one_device`, `mirrored` or `multi_worker_mirrored`.
       num_workers: Training processes, as for DistributedTrainer.
       communication: `auto`, `ring` or `nccl`, as for DistributedTrainer.
+      progress_timeout_seconds: As for DistributedTrainer: the bound on a training
+        process without progress when `num_workers` > 1.
 
     Raises:
       ValueError: naming the argument that is not allowed.
@@ -185,6 +189,7 @@ class Distiller(base_component.BaseComponent):
       raise ValueError(f'strategy for the Distiller must be one of '
                        f'{", ".join(DISTILLER_STRATEGIES)}; got {strategy!r}.')
     strategy_lib.validate(strategy, num_workers, 0, communication)
+    strategy_lib.validate_progress_timeout(progress_timeout_seconds)
     settings = training.DistillationSettings(
         temperature=temperature, alpha=alpha, teacher_output=teacher_output,
         teacher_weights=tuple(teacher_weights) if teacher_weights is not None else None,
@@ -211,7 +216,8 @@ class Distiller(base_component.BaseComponent):
            trainer_spec.STRATEGY_KEY: strategy,
            trainer_spec.NUM_WORKERS_KEY: num_workers,
            trainer_spec.NUM_PARAMETER_SERVERS_KEY: 0,
-           trainer_spec.COMMUNICATION_KEY: communication},
+           trainer_spec.COMMUNICATION_KEY: communication,
+           trainer_spec.PROGRESS_TIMEOUT_KEY: float(progress_timeout_seconds)},
         **dict(zip(distiller_spec.TEACHER_MODEL_KEYS, teachers)),
         model=types.Channel(type=standard_artifacts.Model),
         model_run=types.Channel(type=standard_artifacts.ModelRun),

@@ -39,6 +39,8 @@ class DistillerSpec(types.ComponentSpec):
       trainer_spec.NUM_WORKERS_KEY: component_spec.ExecutionParameter(type=int),
       trainer_spec.NUM_PARAMETER_SERVERS_KEY: component_spec.ExecutionParameter(type=int),
       trainer_spec.COMMUNICATION_KEY: component_spec.ExecutionParameter(type=str),
+      trainer_spec.PROGRESS_TIMEOUT_KEY:
+          component_spec.ExecutionParameter(type=float, optional=True),
   }
   INPUTS = {
       standard_component_specs.EXAMPLES_KEY:

@@ -59,7 +59,9 @@ class DistributedTrainer(tfx.components.Trainer):
                num_parameter_servers: int = 0,
                communication: str = 'auto',
                vertex_training: Optional[Dict[str, Any]] = None,
-               early_stopping_patience: Optional[int] = None):
+               early_stopping_patience: Optional[int] = None,
+               progress_timeout_seconds: float = (
+                   strategy_lib.DEFAULT_PROGRESS_TIMEOUT_SECONDS)):
     """Constructs a DistributedTrainer.
 
     Args:
@@ -88,11 +90,16 @@ class DistributedTrainer(tfx.components.Trainer):
       early_stopping_patience: Epochs without a lower eval loss before training
         stops; the best epoch's weights are kept. None (the default) leaves it to
         the module: off for a user's run_fn, on in our module files.
+      progress_timeout_seconds: With several processes, a process that makes no
+        progress (set-up, a training or validation step, export) for this long
+        fails the run, naming it, its phase and its stack, and every process is
+        stopped. Our strategies' collectives time out after as long. Default 600.
 
     Raises:
       ValueError: naming the argument that is not allowed.
     """
     strategy_lib.validate(strategy, num_workers, num_parameter_servers, communication)
+    strategy_lib.validate_progress_timeout(progress_timeout_seconds)
     vertex_json = None
     if module_file and not run_fn:
       modules.check_module_defines(module_file, 'run_fn', '(fn_args)')
@@ -133,6 +140,7 @@ class DistributedTrainer(tfx.components.Trainer):
            trainer_spec.NUM_WORKERS_KEY: num_workers,
            trainer_spec.NUM_PARAMETER_SERVERS_KEY: num_parameter_servers,
            trainer_spec.COMMUNICATION_KEY: communication,
+           trainer_spec.PROGRESS_TIMEOUT_KEY: float(progress_timeout_seconds),
            trainer_spec.VERTEX_TRAINING_KEY: vertex_json})
 
   EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)

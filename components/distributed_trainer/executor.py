@@ -23,7 +23,7 @@ from tfx_distillery.components.common import tracing
 
 OUR_KEYS = (trainer_spec.STRATEGY_KEY, trainer_spec.NUM_WORKERS_KEY,
             trainer_spec.NUM_PARAMETER_SERVERS_KEY, trainer_spec.COMMUNICATION_KEY,
-            trainer_spec.VERTEX_TRAINING_KEY)
+            trainer_spec.VERTEX_TRAINING_KEY, trainer_spec.PROGRESS_TIMEOUT_KEY)
 
 
 def backup_folder(input_dict: Dict[str, List[types.Artifact]],
@@ -81,7 +81,10 @@ class Executor(trainer_executor.GenericExecutor):
         communication=exec_properties[trainer_spec.COMMUNICATION_KEY],
         num_workers=int(exec_properties[trainer_spec.NUM_WORKERS_KEY]),
         num_parameter_servers=int(exec_properties[trainer_spec.NUM_PARAMETER_SERVERS_KEY]),
-        backup_dir=backup_folder(input_dict, output_dict, trainer_properties))
+        backup_dir=backup_folder(input_dict, output_dict, trainer_properties),
+        progress_timeout_seconds=float(
+            exec_properties.get(trainer_spec.PROGRESS_TIMEOUT_KEY)
+            or strategy_lib.DEFAULT_PROGRESS_TIMEOUT_SECONDS))
     # A user's run_fn, which may import nothing of ours, gets the same short first step.
     tracing.trace_keras_as_written()
     with progress.component_timer(f'{self.COMPONENT_NAME} executor'):

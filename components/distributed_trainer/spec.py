@@ -7,6 +7,8 @@ STRATEGY_KEY = 'strategy'
 NUM_WORKERS_KEY = 'num_workers'
 NUM_PARAMETER_SERVERS_KEY = 'num_parameter_servers'
 COMMUNICATION_KEY = 'communication'
+# Seconds a training process may go without a heartbeat before the run fails.
+PROGRESS_TIMEOUT_KEY = 'progress_timeout_seconds'
 # JSON of the Vertex AI training job (project, region, worker pool specs); absent
 # for local processes.
 VERTEX_TRAINING_KEY = 'vertex_training'
@@ -21,6 +23,7 @@ class DistributedTrainerSpec(standard_component_specs.TrainerSpec):
       NUM_WORKERS_KEY: component_spec.ExecutionParameter(type=int),
       NUM_PARAMETER_SERVERS_KEY: component_spec.ExecutionParameter(type=int),
       COMMUNICATION_KEY: component_spec.ExecutionParameter(type=str),
+      PROGRESS_TIMEOUT_KEY: component_spec.ExecutionParameter(type=float, optional=True),
       VERTEX_TRAINING_KEY: component_spec.ExecutionParameter(type=str, optional=True),
   }
   INPUTS = standard_component_specs.TrainerSpec.INPUTS

@@ -3,8 +3,37 @@
 Usage: python -m tfx_distillery.components.distributed_trainer.worker JOB_JSON JOB_NAME TASK_INDEX
 """
 
+import ctypes
+import faulthandler
 import os
+import signal
 import sys
+
+# Linux's prctl option: the signal this process gets when the thread that started it ends.
+_PR_SET_PDEATHSIG = 1
+# As cluster.PARENT_VARIABLE; not imported, so that nothing slow runs before the prctl.
+_PARENT_VARIABLE = 'DISTILLERY_PARENT_PID'
+
+
+def die_with_parent() -> None:
+  """SIGKILL this process when its parent ends, however it ends (SIGKILL included).
+
+  A worker stuck in a collective ignores SIGTERM handlers (they run between Python
+  bytecodes), so the kernel's SIGKILL is the one signal that always works. A parent
+  that died before the prctl took effect is caught by comparing the parent's pid.
+  """
+  parent = os.environ.get(_PARENT_VARIABLE)
+  if sys.platform.startswith('linux'):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+  if parent and os.getppid() != int(parent):
+    os._exit(1)  # pylint: disable=protected-access
+
+
+die_with_parent()
+# `kill -USR1` prints every thread's stack to stderr: the executor asks for it when a
+# process is stuck, and the stack names the op it waits in.
+faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 # Before anything imports TensorFlow: only progress lines reach stdout (the
 # executor shows them with a prefix); TensorFlow, absl and pip write to stderr.
@@ -15,6 +44,7 @@ import json  # pylint: disable=g-import-not-at-top,wrong-import-position
 import shutil  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tempfile  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from tfx_distillery.components.common import heartbeat  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tfx_distillery.components.common import modules  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tfx_distillery.components.common import progress  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tfx_distillery.components.common import strategy as strategy_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -24,8 +54,45 @@ from tfx_distillery.components.common import strategy as strategy_lib  # pylint:
 CORES_VARIABLE = 'DISTILLERY_CORES'
 
 
+def shard_by_data_when_files_are_few(num_workers: int) -> None:
+  """Makes TFX's data_accessor datasets shard by record when a split has too few files.
+
+  MultiWorkerMirroredStrategy shards a dataset by file, one file per worker. TFX's
+  Transform writes one file per split (penguin's does), and a stock run_fn then fails
+  in its first step ("Could not apply FILE based sharding"). With fewer files than
+  workers every worker reads the files and keeps every num_workers-th record.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tfx.components.trainer import fn_args_utils  # pylint: disable=g-import-not-at-top
+  original = fn_args_utils.get_common_fn_args
+
+  def with_record_sharding(*args, **kwargs):
+    fn_args = original(*args, **kwargs)
+    accessor = fn_args.data_accessor
+    if accessor is None:
+      return fn_args
+    factory = accessor.tf_dataset_factory
+
+    def dataset_factory(file_pattern, *factory_args, **factory_kwargs):
+      dataset = factory(file_pattern, *factory_args, **factory_kwargs)
+      patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
+      files = sum(len(tf.io.gfile.glob(pattern)) for pattern in patterns)
+      if files < num_workers:
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.DATA)
+        dataset = dataset.with_options(options)
+      return dataset
+
+    fn_args.data_accessor = accessor._replace(tf_dataset_factory=dataset_factory)  # pylint: disable=protected-access
+    return fn_args
+
+  fn_args_utils.get_common_fn_args = with_record_sharding
+
+
 def main(job_path: str, job_name: str, task_index: int) -> int:
   progress.set_console(_PROGRESS_STREAM)
+  heartbeat.beat(heartbeat.SET_UP, 'importing TensorFlow')
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tfx_distillery.components.common import tracing  # pylint: disable=g-import-not-at-top
   tracing.trace_keras_as_written()  # As in-process runs: a user's run_fn traces Keras as written.
@@ -46,8 +113,16 @@ def main(job_path: str, job_name: str, task_index: int) -> int:
   tf.config.threading.set_intra_op_parallelism_threads(cores_per_process)
   tf.config.threading.set_inter_op_parallelism_threads(cores_per_process)
   # Collective ops must be configured before any other TensorFlow work, so the
-  # strategy is created now; run_fn gets this instance from strategy_for().
+  # strategy is created now; run_fn gets this instance from strategy_for(), and a
+  # module that builds its own MultiWorkerMirroredStrategy gets it too.
+  heartbeat.beat(heartbeat.SET_UP, 'joining the cluster (waiting for every worker)')
   strategy_lib.strategy_for()
+  if training.strategy == 'multi_worker_mirrored':
+    strategy_lib.one_strategy_per_process()
+    if training.num_workers > 1:
+      shard_by_data_when_files_are_few(training.num_workers)
+  heartbeat.beat(heartbeat.SET_UP, 'reading the inputs and building the model')
+  heartbeat.beat_in_every_fit()
 
   from tfx.types import artifact_utils  # pylint: disable=g-import-not-at-top
   from tfx.utils import import_utils  # pylint: disable=g-import-not-at-top
@@ -68,6 +143,7 @@ def main(job_path: str, job_name: str, task_index: int) -> int:
     process_executor = import_utils.import_class_by_path(job['process_executor'])
     with modules.user_module_first(job['exec_properties']):
       process_executor().Do(input_dict, output_dict, job['exec_properties'])
+    heartbeat.beat(heartbeat.EXPORT, 'done')
   finally:
     if scratch_dir:
       shutil.rmtree(scratch_dir, ignore_errors=True)

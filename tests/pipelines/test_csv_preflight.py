@@ -116,3 +116,75 @@ def test_the_documented_catalogue_is_what_the_preflight_says(tmp_path):
   assert messy_csv.catalogue(str(tmp_path)) in text, (
       'docs/bad-data-and-faults.md differs from the preflight: run '
       'python -m tests.reliability.messy_csv')
+
+
+def write_bills(folder, bills, tips=None):
+  folder.mkdir(exist_ok=True)
+  rows = ['bill,day,tip'] + [f'{bill},{"Sun" if index % 2 else "Sat"},{index % 2}'
+                             for index, bill in enumerate(bills)]
+  (folder / 'a.csv').write_text('\n'.join(rows) + '\n')
+  return str(folder)
+
+
+def test_missing_value_markers_in_a_numeric_column_are_read_as_empty_and_counted(tmp_path):
+  """The issue's case: `NA` in 1 of 7 cells used to make `bill` text with every number a class."""
+  folder = write_bills(tmp_path / 'data', ['12.5', '20.1', 'NA', '8.75', '31.0', '15.2', '9.9'])
+  preflight = csv_preflight.preflight_csv(folder, 'tip')
+  assert preflight.column_kinds == {'bill': 'number', 'day': 'category', 'tip': 'number'}
+  assert preflight.verdicts[0].blanked_cells == {'bill': 1}
+  assert preflight.mostly_numbers == []
+  staged = csv_preflight.stage(preflight, str(tmp_path / 'inputs'))
+  with open(os.path.join(staged, '000-a.csv')) as handle:
+    bills = [row['bill'] for row in csv.DictReader(handle)]
+  assert bills == ['12.5', '20.1', '', '8.75', '31.0', '15.2', '9.9']
+
+
+@pytest.mark.parametrize('marker', sorted(csv_preflight.MISSING_MARKERS))
+def test_every_pandas_default_marker_is_missing(tmp_path, marker):
+  folder = write_bills(tmp_path / 'data', ['1.5', marker, '2.5', '3.5'])
+  preflight = csv_preflight.preflight_csv(folder, 'tip')
+  assert preflight.column_kinds['bill'] == 'number'
+  assert preflight.verdicts[0].blanked_cells == {'bill': 1}
+
+
+def test_a_column_of_mostly_numbers_read_as_text_is_named_with_its_first_non_number(tmp_path):
+  folder = write_bills(tmp_path / 'data', ['12.5', '20.1', '8.75', 'twelve', '31.0', 'n.a.'])
+  preflight = csv_preflight.preflight_csv(folder, 'tip')
+  assert preflight.column_kinds['bill'] == 'category'
+  assert preflight.mostly_numbers == [('bill', 4 / 6, 'twelve', 'a.csv', 5)]
+  assert preflight.verdicts[0].blanked_cells == {}  # Text: nothing is blanked.
+
+
+def test_the_console_says_how_each_column_is_read(tmp_path):
+  from tfx_distillery.pipelines import local_runner  # pylint: disable=import-outside-toplevel
+  from tests import helpers  # pylint: disable=import-outside-toplevel
+  folder = write_bills(tmp_path / 'data', ['12.5', '20.1', '8.75', 'twelve', '31.0'])
+  with helpers.ProgressLines() as lines:
+    local_runner.report_preflight(csv_preflight.preflight_csv(folder, 'tip'))
+  assert 'data: read as numbers: tip' in lines
+  assert 'data: read as categories: bill, day' in lines
+  [warning] = [line for line in lines if 'yet 80% of its values are numbers' in line]
+  assert "'bill'" in warning and "'twelve' (a.csv, line 5)" in warning
+
+
+def test_memory_does_not_grow_with_the_rows(tmp_path):
+  """The check and the staged copy stream: 20,000 and 200,000 rows peak about alike."""
+  import tracemalloc  # pylint: disable=import-outside-toplevel
+
+  def peak_bytes(rows):
+    folder = tmp_path / f'rows-{rows}'
+    folder.mkdir()
+    with open(folder / 'a.csv', 'w') as handle:
+      handle.write('fare,miles,company,tip\n')
+      for index in range(rows):
+        handle.write(f'{index % 97 * 0.5},{index % 13},company {index % 7},{index % 2}\n')
+    tracemalloc.start()
+    preflight = csv_preflight.preflight_csv(str(folder), 'tip')
+    csv_preflight.stage(preflight, str(folder / 'inputs'))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert sum(verdict.rows for verdict in preflight.verdicts) == rows
+    return peak
+
+  small, large = peak_bytes(20_000), peak_bytes(200_000)
+  assert large < 2 * small + 1_000_000, (small, large)

@@ -35,6 +35,8 @@ KINDS = {
     'gzip': ('runs', 'a gzip-compressed .csv.gz file'),
     'blank_lines': ('runs', 'blank lines'),
     'nan_inf': ('runs', 'NaN and infinity in a numeric column (read as empty, counted)'),
+    'na_markers': ('runs', "pandas' missing-value markers (NA, N/A, null, ?) in a numeric column "
+                   '(read as empty, counted)'),
     'empty_label': ('runs', 'rows with an empty label (left out, counted)'),
     'ragged': ('refused', 'a ragged row (one field too many)'),
     'bad_quote': ('refused', 'a stray quote inside a field'),
@@ -124,7 +126,12 @@ def make_case(seed: int, kinds: List[str], rows: Optional[int] = None) -> Case:
     spots = rng.sample(range(count), 3)
     for spot, text in zip(spots, ('NaN', 'inf', '-Infinity')):
       rows[spot][0] = text
-    case.blanked = len(spots)
+    case.blanked += len(spots)
+  if 'na_markers' in kinds:
+    spots = rng.sample(range(count), 4)
+    for spot, text in zip(spots, ('NA', 'N/A', 'null', '?')):
+      rows[spot][1] = text
+    case.blanked += len(spots)
   if 'empty_label' in kinds:
     for row in rng.sample(rows[3:], 2):
       row[3] = ''

@@ -51,6 +51,7 @@ def run_executor(data, output_dir, module_file=TABULAR_TEACHER, train_steps=40, 
       'num_workers': settings.get('num_workers', 1),
       'num_parameter_servers': settings.get('num_parameter_servers', 0),
       'communication': settings.get('communication', 'auto'),
+      'progress_timeout_seconds': settings.get('progress_timeout_seconds', 600.0),
   }
   trainer_executor.Executor().Do(
       {standard_component_specs.EXAMPLES_KEY: [examples],

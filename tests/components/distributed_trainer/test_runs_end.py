@@ -1,0 +1,168 @@
+"""Runs that end: a stuck worker fails the run within its bound, workers die with their
+parent, a taken port is retried, and two workers train on TFX's penguin data with a
+stock-style module (the case that hung in issue 38)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+import tensorflow as tf
+
+from tfx_distillery.components import DistributedTrainer
+from tfx_distillery.components.common import heartbeat
+from tfx_distillery.components.common import strategy as strategy_lib
+from tfx_distillery.components.distributed_trainer import cluster
+from tests import helpers
+from tests.components.distributed_trainer import test_distributed_trainer as trainer_tests
+from tests.reliability import two_worker_hang
+
+STUCK_MODULE = os.path.join(os.path.dirname(__file__), 'stuck_module.py')
+WORKER_MODULE_NAME = 'tfx_distillery.components.distributed_trainer.worker'
+
+
+@pytest.fixture
+def progress_lines():
+  with helpers.ProgressLines() as lines:
+    yield lines
+
+
+def worker_pids_under(pid: int):
+  processes = []
+  for process in psutil.Process(pid).children(recursive=True):
+    try:
+      if WORKER_MODULE_NAME in ' '.join(process.cmdline()):
+        processes.append(process.pid)
+    except psutil.NoSuchProcess:
+      continue
+  return processes
+
+
+def alive(pids):
+  living = []
+  for pid in pids:
+    try:
+      if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        living.append(pid)
+    except psutil.NoSuchProcess:
+      continue
+  return living
+
+
+def test_a_worker_stuck_before_a_collective_fails_the_run_within_the_bound(data, tmp_path):
+  """Worker 1 sleeps in run_fn; worker 0 waits in the first variable's broadcast."""
+  bound = 20
+  start = time.monotonic()
+  with pytest.raises(cluster.StuckProcess) as raised:
+    trainer_tests.run_executor(data, str(tmp_path), module_file=STUCK_MODULE, num_workers=2,
+                               train_steps=5, progress_timeout_seconds=bound)
+  elapsed = time.monotonic() - start
+  message = str(raised.value)
+  # Set-up (about 15 s here) beats, then nothing: the bound runs from the last beat.
+  assert elapsed < 60 + bound, elapsed
+  assert f'made no progress for {bound} s (progress_timeout_seconds)' in message
+  assert 'worker 0 made no progress' in message
+  assert 'phase collective' in message  # Its stack is in the broadcast.
+  assert 'worker 1: set-up (reading the inputs and building the model)' in message
+  assert 'Where it waits (most recent call first):' in message and 'broadcast' in message
+  assert 'Its last lines:' in message
+  assert not trainer_tests.training_processes()
+
+
+@pytest.mark.parametrize('parent_signal', [signal.SIGTERM, signal.SIGKILL])
+def test_workers_die_with_their_parent_and_the_next_run_resumes(data, tmp_path, parent_signal):
+  examples, graph, _ = data
+  output_dir = str(tmp_path / 'trainer')
+  log = open(tmp_path / 'parent.log', 'w')  # pylint: disable=consider-using-with
+  parent = subprocess.Popen(
+      [sys.executable, '-m', 'tests.components.distributed_trainer.train_in_child',
+       examples.uri, graph.uri, output_dir], **helpers.child_process_options(),
+      stdout=subprocess.PIPE, stderr=log, text=True)
+  lines = []
+  threading.Thread(target=lambda: lines.extend(parent.stdout), daemon=True).start()
+  deadline = time.monotonic() + 240
+  while not any('[worker 1] train epoch 2/6' in line for line in lines):
+    assert parent.poll() is None and time.monotonic() < deadline, lines[-5:]
+    time.sleep(0.2)
+  workers = worker_pids_under(parent.pid)
+  assert len(workers) == 2
+  parent.send_signal(parent_signal)
+  parent.wait(timeout=30)
+  killed_at = time.monotonic()
+  while alive(workers) and time.monotonic() - killed_at < 30:
+    time.sleep(0.2)
+  assert not alive(workers), f'workers {alive(workers)} outlived their parent'
+  log.close()
+
+  _, model_run_uri = trainer_tests.run_executor(data, output_dir, num_workers=2,
+                                                train_steps=600, epochs=6)
+  with open(os.path.join(model_run_uri, 'metrics.json')) as handle:
+    metrics = json.load(handle)
+  assert metrics['first_epoch'] >= 2  # Resumed from the backup the killed run left.
+
+
+def test_a_port_taken_before_the_worker_binds_starts_the_cluster_on_new_ports(
+    data, tmp_path, monkeypatch, progress_lines):
+  """The first set of ports is handed out while another socket listens on one of them."""
+  import socket  # pylint: disable=import-outside-toplevel
+  taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+  taken.bind((cluster.LOOPBACK, 0))
+  taken.listen()
+  picks = []
+  original = cluster.pick_free_ports
+
+  def first_pick_is_taken(count, host=cluster.LOOPBACK):
+    ports = original(count, host)
+    if not picks:
+      ports[1] = taken.getsockname()[1]
+    picks.append(ports)
+    return ports
+
+  monkeypatch.setattr(cluster, 'pick_free_ports', first_pick_is_taken)
+  try:
+    model_uri, _ = trainer_tests.run_executor(data, str(tmp_path), num_workers=2,
+                                              train_steps=10, epochs=1)
+  finally:
+    taken.close()
+  assert len(picks) == 2
+  assert any('could not bind' in line and 'Starting again on new ports' in line
+             for line in progress_lines)
+  assert tf.io.gfile.exists(os.path.join(model_uri, 'Format-Serving', 'saved_model.pb'))
+
+
+def test_two_workers_train_tfx_penguin_with_a_module_that_builds_its_own_strategy(
+    tmp_path, progress_lines):
+  """penguin_utils_keras.py with MultiWorkerMirroredStrategy(), on Transform's one file."""
+  workspace = str(tmp_path)
+  prepared = two_worker_hang.prepare(workspace, shards=1)
+  assert len(tf.io.gfile.glob(os.path.join(prepared['examples'], 'Split-train', '*'))) == 1
+  result = two_worker_hang.train_once(workspace, prepared, 0, steps=30, bound=120)
+  assert result['outcome'] == 'completed', result['message']
+  assert tf.io.gfile.exists(os.path.join(result['model'], 'Format-Serving', 'saved_model.pb'))
+  assert any(line.startswith('[worker 1] ') for line in progress_lines)
+
+
+def test_the_bound_is_validated_at_construction():
+  for bad in (0, -5, 'soon', float('inf'), True):
+    with pytest.raises(ValueError, match='progress_timeout_seconds must be a number'):
+      DistributedTrainer(examples=helpers.channel(__import__(
+          'tfx.types.standard_artifacts', fromlist=['Examples']).Examples),
+                         module_file=trainer_tests.TABULAR_TEACHER,
+                         progress_timeout_seconds=bad)
+
+
+def test_a_beat_names_its_phase_and_the_watch_reads_it(tmp_path, monkeypatch):
+  path = str(tmp_path / 'beat.json')
+  monkeypatch.setenv(heartbeat.ENVIRONMENT_VARIABLE, path)
+  heartbeat.beat(heartbeat.VALIDATION, 'validation step 3')
+  beat = heartbeat.read(path)
+  assert beat['phase'] == 'validation' and time.time() - beat['time'] < 5
+  assert cluster.stuck_phase(beat, ['File "x/collective_ops.py", line 1 in broadcast_send']) \
+      .startswith('collective (during validation')
+  assert cluster.stuck_phase(beat, ['File "x/time.py"']) == 'validation (validation step 3)'
+  assert strategy_lib.DEFAULT_PROGRESS_TIMEOUT_SECONDS >= 300
