@@ -33,15 +33,18 @@ BEAM_STAGES = ('CsvExampleGen', 'StatisticsGen', 'IngestionTransform')
 PREFLIGHT_TARGET_MB = 300
 SAMPLE_SECONDS = 0.2
 PREFLIGHT_FINISHED = re.compile(r'^\d\d:\d\d:\d\d data: ')
+# VmHWM, not getrusage's ru_maxrss: the latter keeps the forking parent's size across exec.
 PREFLIGHT_SCRIPT = """
-import resource, sys, time
+import re, sys, time
 from tfx_distillery.pipelines import csv_preflight
 start = time.monotonic()
 preflight = csv_preflight.preflight_csv(sys.argv[1], sys.argv[2])
 preflight.raise_if_refused()
 csv_preflight.stage(preflight, sys.argv[3])
 rows = sum(verdict.rows for verdict in preflight.verdicts)
-print(rows, time.monotonic() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+with open('/proc/self/status') as handle:
+  peak_kb = re.search(r'VmHWM:\\s+(\\d+) kB', handle.read()).group(1)
+print(rows, time.monotonic() - start, peak_kb)
 """
 
 

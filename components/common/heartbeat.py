@@ -52,6 +52,28 @@ def read(path: str) -> Optional[dict]:
     return None
 
 
+class KerasEpochBeats(tf_keras.callbacks.Callback):
+  """Beats at the start and end of a `fit`, of each epoch and of each validation.
+
+  ParameterServerStrategy refuses batch-level callbacks, so under it this is all.
+  """
+
+  def on_train_begin(self, logs=None):
+    beat(STEP, 'first training step (tracing the model)')
+
+  def on_epoch_end(self, epoch, logs=None):
+    beat(STEP, f'after epoch {epoch + 1}')
+
+  def on_test_begin(self, logs=None):
+    beat(VALIDATION, 'validation')
+
+  def on_test_end(self, logs=None):
+    beat(STEP, 'after validation')
+
+  def on_train_end(self, logs=None):
+    beat(EXPORT, 'training ended; saving')
+
+
 class KerasBeats(tf_keras.callbacks.Callback):
   """Beats at every training and validation step of a `fit`, and at its end."""
 
@@ -97,8 +119,11 @@ def beat_in_every_fit() -> None:
     from tfx_distillery.components.common import callbacks as our_callbacks  # pylint: disable=g-import-not-at-top
     callbacks = list(callbacks or []) if not isinstance(callbacks, list) else callbacks
     added = []
-    if not any(isinstance(callback, KerasBeats) for callback in callbacks):
-      added.append(KerasBeats())
+    if not any(isinstance(callback, (KerasBeats, KerasEpochBeats)) for callback in callbacks):
+      model = kwargs.get('model')
+      strategy = getattr(model, 'distribute_strategy', None)
+      added.append(KerasEpochBeats() if 'ParameterServer' in type(strategy).__name__
+                   else KerasBeats())
     # A fit (it alone passes `epochs`) of a stock run_fn prints no line of ours per epoch.
     if 'epochs' in kwargs and not any(isinstance(callback, our_callbacks.EpochProgress)
                                       for callback in callbacks):

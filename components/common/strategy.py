@@ -34,8 +34,7 @@ class TrainingSettings:
     num_parameter_servers: Parameter servers (parameter_server strategy only).
     backup_dir: BackupAndRestore folder that survives a failed execution.
     is_chief: Whether this process writes the model and TensorBoard logs.
-    progress_timeout_seconds: Seconds a process may go without progress (our
-      strategies' collectives time out after twice as long); 0 for none.
+    progress_timeout_seconds: Seconds a process may go without progress; 0 for none.
   """
   strategy: str = 'multi_worker_mirrored'
   communication: str = 'auto'
@@ -204,13 +203,13 @@ def strategy_for(fn_args=None):
         'ring': tf.distribute.experimental.CommunicationImplementation.RING,
         'nccl': tf.distribute.experimental.CommunicationImplementation.NCCL,
     }[current.communication]
-    # A collective past twice the bound raises DeadlineExceeded instead of waiting for
-    # ever. Locally the executor's watch fails the run first (it names the phase and dumps
-    # the stacks); on a cluster backend nothing watches, and this is the bound.
+    # No `timeout_seconds`: TensorFlow keeps a thread per collective for that long
+    # (timeout x collectives per second), and a two-worker run of 3,000 steps aborted
+    # with "Resource temporarily unavailable" in its third epoch. The executor's
+    # heartbeat watch bounds a stuck collective instead (cluster.py).
     strategy = _MULTI_WORKER_MIRRORED[0](
         communication_options=tf.distribute.experimental.CommunicationOptions(
-            implementation=implementation,
-            timeout_seconds=2 * current.progress_timeout_seconds or None))
+            implementation=implementation))
   else:
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)

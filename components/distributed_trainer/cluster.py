@@ -190,6 +190,11 @@ class _Process:
     for thread in self._threads:
       thread.join(timeout=5)
 
+  def finish_output(self) -> None:
+    """Waits (briefly) until an exited process's last lines are read."""
+    for thread in self._threads:
+      thread.join(timeout=5)
+
   def describe_exit(self) -> str:
     code = self.popen.returncode
     if code is not None and code < 0:
@@ -276,6 +281,7 @@ def _run_once(training: strategy_lib.TrainingSettings, job_path: str,
       for process in processes:
         code = process.popen.poll()
         if code is not None and (code != 0 or not process.task.trains):
+          process.finish_output()
           if code != 0 and process.could_not_bind() and process.last_beat()['phase'] == (
               heartbeat.SET_UP):
             raise PortTaken(f'{process.task.label} could not bind {process.task.address}: '

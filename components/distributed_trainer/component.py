@@ -93,7 +93,7 @@ class DistributedTrainer(tfx.components.Trainer):
       progress_timeout_seconds: With several processes, a process that makes no
         progress (set-up, a training or validation step, export) for this long
         fails the run, naming it, its phase and its stack, and every process is
-        stopped. Our strategies' collectives time out after as long. Default 600.
+        stopped. Default 600.
 
     Raises:
       ValueError: naming the argument that is not allowed.

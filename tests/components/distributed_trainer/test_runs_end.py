@@ -20,6 +20,7 @@ from tfx_distillery.components.common import strategy as strategy_lib
 from tfx_distillery.components.distributed_trainer import cluster
 from tests import helpers
 from tests.components.distributed_trainer import test_distributed_trainer as trainer_tests
+from tests.components.distributed_trainer import train_in_child
 from tests.reliability import two_worker_hang
 
 STUCK_MODULE = os.path.join(os.path.dirname(__file__), 'stuck_module.py')
@@ -74,21 +75,24 @@ def test_a_worker_stuck_before_a_collective_fails_the_run_within_the_bound(data,
   assert not trainer_tests.training_processes()
 
 
-@pytest.mark.parametrize('parent_signal', [signal.SIGTERM, signal.SIGKILL])
-def test_workers_die_with_their_parent_and_the_next_run_resumes(data, tmp_path, parent_signal):
+def start_parent(data, tmp_path, output_dir, *extra):
   examples, graph, _ = data
-  output_dir = str(tmp_path / 'trainer')
   log = open(tmp_path / 'parent.log', 'w')  # pylint: disable=consider-using-with
   parent = subprocess.Popen(
       [sys.executable, '-m', 'tests.components.distributed_trainer.train_in_child',
-       examples.uri, graph.uri, output_dir], **helpers.child_process_options(),
+       examples.uri, graph.uri, output_dir, *extra], **helpers.child_process_options(),
       stdout=subprocess.PIPE, stderr=log, text=True)
   lines = []
   threading.Thread(target=lambda: lines.extend(parent.stdout), daemon=True).start()
+  return parent, lines, log
+
+
+def kill_and_watch(parent, lines, log, until: str, parent_signal):
+  """Waits for the line `until`, ends the parent with the signal; asserts no worker is left."""
   deadline = time.monotonic() + 240
-  while not any('[worker 1] train epoch 2/6' in line for line in lines):
+  while not any(until in line for line in lines):
     assert parent.poll() is None and time.monotonic() < deadline, lines[-5:]
-    time.sleep(0.2)
+    time.sleep(0.05)
   workers = worker_pids_under(parent.pid)
   assert len(workers) == 2
   parent.send_signal(parent_signal)
@@ -96,11 +100,26 @@ def test_workers_die_with_their_parent_and_the_next_run_resumes(data, tmp_path, 
   killed_at = time.monotonic()
   while alive(workers) and time.monotonic() - killed_at < 30:
     time.sleep(0.2)
-  assert not alive(workers), f'workers {alive(workers)} outlived their parent'
   log.close()
+  assert not alive(workers), f'workers {alive(workers)} outlived their parent'
+
+
+@pytest.mark.parametrize('parent_signal', [signal.SIGTERM, signal.SIGKILL])
+def test_silent_workers_die_with_their_parent(data, tmp_path, parent_signal):
+  """Workers that print nothing (one asleep, one in a collective) get no broken pipe to end
+  them: only dying with their parent does."""
+  parent, lines, log = start_parent(data, tmp_path, str(tmp_path / 'trainer'), 'stuck')
+  kill_and_watch(parent, lines, log, 'stuck: sleeping before', parent_signal)
+
+
+def test_workers_die_with_their_parent_and_the_next_run_resumes(data, tmp_path):
+  output_dir = str(tmp_path / 'trainer')
+  parent, lines, log = start_parent(data, tmp_path, output_dir)
+  kill_and_watch(parent, lines, log, 'epoch 2/6', signal.SIGTERM)
 
   _, model_run_uri = trainer_tests.run_executor(data, output_dir, num_workers=2,
-                                                train_steps=600, epochs=6)
+                                                train_steps=train_in_child.TRAIN_STEPS,
+                                                epochs=train_in_child.EPOCHS)
   with open(os.path.join(model_run_uri, 'metrics.json')) as handle:
     metrics = json.load(handle)
   assert metrics['first_epoch'] >= 2  # Resumed from the backup the killed run left.
