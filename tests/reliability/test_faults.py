@@ -154,8 +154,9 @@ def test_the_messy_folder_runs_and_its_model_serves_raw_rows_by_their_csv_names(
   console = result.stdout + result.stderr
   assert 'Traceback' not in console
   # Counted per file, on the console: three non-finite cells, two rows without a label.
-  assert sum(map(int, re.findall(r"(\d+) NaN or infinite value\(s\) in 'bill length' read as "
-                                 'empty', console))) == 3
+  assert sum(map(int, re.findall(
+      r"(\d+) NaN, infinite or missing-marker value\(s\) in 'bill length' read as empty",
+      console))) == 3
   assert sum(map(int, re.findall(r"(\d+) row\(s\) with no 'species' left out", console))) == 2
   pushed = sorted(glob.glob(str(tmp_path / 'serving' / '[0-9]*')))[0]
   from tfx_distillery import load_tflite  # pylint: disable=import-outside-toplevel
