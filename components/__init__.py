@@ -8,6 +8,7 @@ from tfx_distillery import lazy
 
 _COMPONENTS = {
     'AccuracyGate': f'{__name__}.gate',
+    'ArrowCsvExampleGen': f'{__name__}.csv_example_gen',
     'AtomicPusher': f'{__name__}.pusher',
     'Distiller': f'{__name__}.distiller',
     'DistributedTrainer': f'{__name__}.distributed_trainer',

@@ -1,6 +1,6 @@
 """The one tfx-distillery pipeline definition, used by every runner.
 
-ExampleGen (train, eval, test) -> StatisticsGen -> ImportSchemaGen (or SchemaGen) ->
+ArrowCsvExampleGen (train, eval, test) -> StatisticsGen -> ImportSchemaGen (or SchemaGen) ->
 StrictExampleValidator -> IngestionTransform -> teacher DistributedTrainer -> Distiller ->
 Pruner -> Quantizers (on the student and on the pruned model) -> AccuracyGate -> AtomicPusher.
 Every runner (local, Kubeflow) builds its pipeline here, and the notebook runs the
@@ -89,11 +89,12 @@ def create_components(data_root: str,
     raise ValueError(f'quantization_modes: {len(quantization_modes)} modes on '
                      f'{max(1, float_candidates)} model(s) make {float_candidates + quantized} '
                      f'gate candidates; the gate takes at most {gate_spec.MAX_CANDIDATES}.')
-  example_gen = tfx.components.CsvExampleGen(
+  # CsvExampleGen's node id, arguments and artifact; rows read and written in Arrow blocks.
+  example_gen = components.ArrowCsvExampleGen(
       input_base=data_root,
       output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
           tfx.proto.SplitConfig.Split(name=name, hash_buckets=buckets)
-          for name, buckets in SPLIT_BUCKETS])))
+          for name, buckets in SPLIT_BUCKETS]))).with_id('CsvExampleGen')
   statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
   if schema_path:
     schema_gen = tfx.components.ImportSchemaGen(schema_file=schema_path)

@@ -20,6 +20,7 @@ __version__ = '0.1.0'
 # Public name -> the module that defines it.
 _EXPORTS = {
     'AccuracyGate': 'tfx_distillery.components.gate',
+    'ArrowCsvExampleGen': 'tfx_distillery.components.csv_example_gen',
     'AtomicPusher': 'tfx_distillery.components.pusher',
     'Distiller': 'tfx_distillery.components.distiller',
     'DistributedTrainer': 'tfx_distillery.components.distributed_trainer',
