@@ -85,6 +85,9 @@ def _open_blocks(path: str, column_names: Sequence[str],
   """
   types = column_types or {name: pa.string() for name in column_names}
   with beam.io.filesystems.FileSystems.open(path) as handle:
+    if not handle.read(1):
+      return  # An empty file has no rows, as CsvExampleGen reads it (pyarrow refuses it).
+    handle.seek(0)
     reader = arrow_csv.open_csv(
         handle,
         read_options=arrow_csv.ReadOptions(block_size=BLOCK_BYTES, use_threads=False),

@@ -159,3 +159,15 @@ def test_the_per_record_transform_composes_with_tfx_splitting(tmp_path):
     records = pipeline | to_examples({'input_base': str(data)}, '*')  # pylint: disable=no-value-for-parameter
     beam_testing.assert_that(records | beam.combiners.ToList() | beam.Map(as_values),
                              beam_testing.equal_to([[(1, [b'north']), (2, [])]]))
+
+
+@pytest.mark.parametrize('content', ['', 'x,y\n'], ids=['empty_file', 'header_only'])
+def test_a_file_without_rows_gives_no_examples_as_csv_example_gen_does(tmp_path, content):
+  data = tmp_path / 'data'
+  data.mkdir()
+  (data / 'data.csv').write_text(content)
+  ours = run_executor(arrow_executor.Executor, data, str(tmp_path / 'arrow'))
+  stock = run_executor(stock_executor.Executor, data, str(tmp_path / 'stock'))
+  assert {name: len(examples) for name, examples in ours.items()} == {
+      name: len(examples) for name, examples in stock.items()} == {
+          'train': 0, 'eval': 0, 'test': 0}
