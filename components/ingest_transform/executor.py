@@ -3,14 +3,18 @@
 import contextlib
 import json
 import os
-from typing import Any, Dict, List
+import uuid
+from typing import Any, Dict, List, Optional
 
 import apache_beam as beam
+import numpy as np
+import pyarrow as pa
 import tensorflow as tf
 from tfx import types
 from tfx.components.transform import executor as transform_executor
 from tfx.components.transform import labels
 from tfx.types import standard_component_specs
+from tfx_bsl.coders import example_coder
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import schema_utils
 
@@ -30,20 +34,127 @@ AUTO_CACHE = 'auto'
 # `cache='auto'` keeps parsed batches in memory below this many bytes of
 # compressed transformed examples (parsed tensors take several times more).
 MEMORY_CACHE_MAX_BYTES = 256 * 1024 * 1024
+PACKED_TAG = 'packed'
 
 
-class PackBlocksFn(beam.DoFn):
-  """Turns a block of serialized transformed examples into one packed record."""
+def pack_record_batch(record_batch: pa.RecordBatch, block_size: int) -> Optional[pa.RecordBatch]:
+  """The batch with each run of `block_size` rows as one row, every feature's values joined.
 
-  def __init__(self, schema: schema_pb2.Schema):
+  Returns None when a feature does not hold the same number of values in every row
+  (the packed copy needs fixed shapes to split blocks back into examples).
+  """
+  rows = record_batch.num_rows
+  block_starts = np.append(np.arange(0, rows, block_size), rows)
+  columns = []
+  for column in record_batch.columns:
+    values = column.flatten()
+    lengths = np.asarray(column.value_lengths().fill_null(-1))
+    if column.null_count or len(values) != lengths[0] * rows or np.any(lengths != lengths[0]):
+      return None
+    offset_type = pa.int64() if pa.types.is_large_list(column.type) else pa.int32()
+    columns.append(type(column).from_arrays(
+        pa.array(block_starts * lengths[0], offset_type), values))
+  return pa.RecordBatch.from_arrays(columns, schema=pa.schema(
+      [pa.field(name, array.type) for name, array in zip(record_batch.schema.names, columns)]))
+
+
+class EncodeFn(beam.DoFn):
+  """Transformed record batches as serialized examples, and optionally packed records.
+
+  The packed records are built from the record batch's columns directly (each block's
+  values concatenated, then encoded once), not by parsing the examples back.
+  """
+
+  def __init__(self, schema: schema_pb2.Schema, packed_block_size: int):
     self._schema = schema
+    self._packed_block_size = packed_block_size
+    self._stock = transform_executor.TransformProcessor._RecordBatchToExamplesFn(schema)  # pylint: disable=protected-access
+    self._encoder = None
     self._feature_spec = None
 
   def setup(self):
+    self._encoder = example_coder.RecordBatchToExamplesEncoder(self._schema)
     self._feature_spec = schema_utils.schema_as_feature_spec(self._schema).feature_spec
 
-  def process(self, block: List[bytes]):
-    yield reading.pack_examples(block, self._feature_spec)
+  def process(self, data_batch):
+    examples = [example for _, example in self._stock.process(data_batch)]
+    for example in examples:
+      yield example
+    if not self._packed_block_size or not examples:
+      return
+    record_batch = data_batch[0]
+    # Transform may add an internal key column; the examples above never carry it.
+    kept = [index for index, name in enumerate(record_batch.schema.names)
+            if name in self._feature_spec]
+    packed = pack_record_batch(pa.RecordBatch.from_arrays(
+        [record_batch.column(index) for index in kept],
+        [record_batch.schema.names[index] for index in kept]), self._packed_block_size)
+    if packed is None:
+      blocks = [reading.pack_examples(examples[start:start + self._packed_block_size],
+                                      self._feature_spec)
+                for start in range(0, len(examples), self._packed_block_size)]
+    else:
+      blocks = self._encoder.encode(packed)
+    for block in blocks:
+      yield beam.pvalue.TaggedOutput(PACKED_TAG, block)
+
+
+class WriteShardsFn(beam.DoFn):
+  """Writes each bundle's records round-robin into `num_shards` GZIP TFRecord files.
+
+  Beam's `WriteToTFRecord(num_shards=N)` groups every record by shard, and the
+  DirectRunner holds a grouped collection in memory: peak memory grew with the rows.
+  Here nothing is grouped but the file names; files are written in a temporary folder
+  and renamed into place by `FinalizeShards` once every bundle has finished.
+  """
+
+  def __init__(self, temporary_folder: str, num_shards: int):
+    self._temporary_folder = temporary_folder
+    self._num_shards = num_shards
+    self._writers = None
+    self._paths = None
+    self._count = 0
+
+  def start_bundle(self):
+    self._writers, self._paths, self._count = {}, [], 0
+
+  def process(self, record: bytes):
+    shard = self._count % self._num_shards
+    self._count += 1
+    if shard not in self._writers:
+      path = os.path.join(self._temporary_folder, f'{uuid.uuid4().hex}.gz')
+      self._writers[shard] = tf.io.TFRecordWriter(path, options='GZIP')
+      self._paths.append(path)
+    self._writers[shard].write(record)
+
+  def finish_bundle(self):
+    for writer in self._writers.values():
+      writer.close()
+    for path in self._paths:
+      yield beam.transforms.window.GlobalWindows.windowed_value(path)
+
+
+def finalize_shards(paths: List[str], temporary_folder: str, output_path: str) -> int:
+  """Renames the written files to `<output_path>-NNNNN-of-MMMMM.gz`; drops the rest."""
+  paths = sorted(paths)
+  for index, path in enumerate(paths):
+    tf.io.gfile.rename(path, f'{output_path}-{index:05d}-of-{len(paths):05d}.gz',
+                       overwrite=True)
+  # Files of a retried bundle were never listed; they go with the folder.
+  tf.io.gfile.rmtree(temporary_folder)
+  return len(paths)
+
+
+@beam.ptransform_fn
+def WriteShardedTFRecords(records, output_path: str, num_shards: int):  # pylint: disable=invalid-name
+  """GZIP TFRecords at `<output_path>-NNNNN-of-MMMMM.gz`, `num_shards` per bundle at most."""
+  temporary_folder = os.path.join(os.path.dirname(output_path),
+                                  f'.incomplete-{os.path.basename(output_path)}')
+  tf.io.gfile.makedirs(temporary_folder)
+  return (records
+          | 'WriteShards' >> beam.ParDo(WriteShardsFn(temporary_folder, num_shards))
+          | 'AllShards' >> beam.combiners.ToList()
+          | 'Finalize' >> beam.Map(finalize_shards, temporary_folder, output_path))
 
 
 def packed_output_path(output_path: str) -> str:
@@ -54,7 +165,7 @@ def packed_output_path(output_path: str) -> str:
 
 
 def sharded_transform_processor(num_shards: int, packed_block_size: int):
-  """Transform's processor class, writing TFRecords in exactly `num_shards` shards.
+  """Transform's processor class, writing TFRecords in at most `num_shards` files per bundle.
 
   With `packed_block_size` > 0 the same pipeline also writes the packed copy that
   `reading.make_dataset` prefers (blocks of that many examples per record), when
@@ -70,24 +181,19 @@ def sharded_transform_processor(num_shards: int, packed_block_size: int):
       if file_format != labels.FORMAT_TFRECORD:
         return pcoll | stock._EncodeAndWrite(  # pylint: disable=protected-access
             schema=schema, file_format=file_format, output_path=output_path)
-      examples = (pcoll
-                  | 'EncodeAndSerialize' >> beam.ParDo(stock._RecordBatchToExamplesFn(schema))  # pylint: disable=protected-access
-                  | 'ExtractExamples' >> beam.Values())
-      written = examples | 'WriteToTFRecord' >> beam.io.WriteToTFRecord(
-          output_path, file_name_suffix='.gz', num_shards=num_shards)
       feature_spec = schema_utils.schema_as_feature_spec(schema).feature_spec
-      if packed_block_size and reading.can_pack(feature_spec):
-        _ = (examples
-             | 'BlocksOfExamples' >> beam.BatchElements(min_batch_size=packed_block_size,
-                                                        max_batch_size=packed_block_size)
-             | 'PackBlocks' >> beam.ParDo(PackBlocksFn(schema))
-             | 'WritePacked' >> beam.io.WriteToTFRecord(
-                 packed_output_path(output_path), file_name_suffix='.gz',
-                 num_shards=num_shards))
-      elif packed_block_size:
+      block_size = packed_block_size if reading.can_pack(feature_spec) else 0
+      if packed_block_size and not block_size:
         progress.get_logger().info(
             'IngestionTransform: no packed copy, some transformed features are not '
             'fixed-shape (readers parse the examples instead).')
+      encoded = pcoll | 'EncodeAndSerialize' >> beam.ParDo(
+          EncodeFn(schema, block_size)).with_outputs(PACKED_TAG, main='examples')
+      written = encoded.examples | 'WriteToTFRecord' >> WriteShardedTFRecords(
+          output_path, num_shards)
+      if block_size:
+        _ = encoded[PACKED_TAG] | 'WritePacked' >> WriteShardedTFRecords(
+            packed_output_path(output_path), num_shards)
       return written
 
   return ShardedTransformProcessor
