@@ -49,6 +49,14 @@ EXIT_BAD_INPUT = 2
 EXIT_NOTHING_PASSED = 3
 EXIT_INTERRUPTED = 130
 HOME_VARIABLE = 'DISTILLERY_HOME'
+# A local run's peak resident memory: about the 1x run's (1.6 GB), plus what grows with
+# the data (the DirectRunner keeps collections between stages in memory): 1.2 GB more at
+# 100x the taxi-like rows (1,500,200 rows of 18 columns), about 48 bytes a cell, measured
+# by `python -m benchmarks.scale --scales 1,100` (docs/scaling-out.md).
+DIRECT_RUNNER_BASE_BYTES = 2 * 2**30
+DIRECT_RUNNER_BYTES_PER_CELL = 48
+# The growth was measured on one dataset's shape; leave room for others.
+MEMORY_HEADROOM = 1.25
 # Written into the pipeline root, and pointed at from the home, for `distillery report`.
 RUN_RECORD_FILE_NAME = 'run.json'
 LAST_RUN_FILE_NAME = 'last_run.json'
@@ -336,6 +344,50 @@ def report_preflight(preflight: csv_preflight.Preflight) -> None:
                    'column holds numbers.', name, 100 * share, value, file_name, line)
 
 
+def available_memory_bytes() -> Optional[int]:
+  """Memory this process can still take: MemAvailable, lowered by a cgroup v2 limit."""
+  available = None
+  try:
+    with open('/proc/meminfo') as handle:
+      for line in handle:
+        if line.startswith('MemAvailable:'):
+          available = int(line.split()[1]) * 1024
+  except OSError:
+    return None
+  try:
+    with open('/sys/fs/cgroup/memory.max') as limit, open(
+        '/sys/fs/cgroup/memory.current') as current:
+      limit_text = limit.read().strip()
+      if limit_text != 'max' and available is not None:
+        available = min(available, int(limit_text) - int(current.read().strip()))
+  except (OSError, ValueError):
+    pass
+  return available
+
+
+def check_memory(preflight: csv_preflight.Preflight) -> None:
+  """Refuses data whose local run would not fit in memory, before anything starts.
+
+  Raises:
+    ValueError: naming the folder, its rows and columns, the memory the run needs and
+      the memory available, and where to run instead.
+  """
+  rows = sum(verdict.rows for verdict in preflight.verdicts
+             if verdict.status == csv_preflight.RUNS)
+  cells = rows * len(preflight.header)
+  needed = DIRECT_RUNNER_BASE_BYTES + DIRECT_RUNNER_BYTES_PER_CELL * cells
+  available = available_memory_bytes()
+  if available is None or needed * MEMORY_HEADROOM <= available:
+    return
+  raise ValueError(
+      f'data: {preflight.data_root} holds {rows:,} rows of {len(preflight.header)} columns. '
+      f'A local run needs about {needed / 2**30:.1f} GB of memory for that (Beam\'s '
+      f'DirectRunner keeps the data between stages in memory), and this machine has '
+      f'{available / 2**30:.1f} GB available. Run the pipeline on Flink, Spark or Dataflow '
+      '(create_pipeline(beam_pipeline_args=[...]), docs/scaling-out.md), or give '
+      '`distillery run` a sample of the rows.')
+
+
 def stage_csv(preflight: csv_preflight.Preflight, pipeline_root: str) -> str:
   """Writes the checked rows under the pipeline root; says how the inputs changed."""
   staging_root = os.path.join(pipeline_root, 'inputs')
@@ -356,6 +408,7 @@ def execute(args: argparse.Namespace) -> RunResult:
     datasets.resolve('csv', '', args.data, args.label, args.schema)
     preflight = csv_preflight.preflight_csv(args.data, args.label)
     report_preflight(preflight)
+    check_memory(preflight)
   run_name = run_folder_name(args)
   pipeline_name = f'{PIPELINE_NAME_PREFIX}-{run_name}'
   pipeline_root = pipeline_root_of(args)

@@ -188,3 +188,33 @@ def test_memory_does_not_grow_with_the_rows(tmp_path):
 
   small, large = peak_bytes(20_000), peak_bytes(200_000)
   assert large < 2 * small + 1_000_000, (small, large)
+
+
+def test_a_folder_too_large_for_memory_is_refused_before_anything_starts(tmp_path, monkeypatch,
+                                                                        capsys):
+  """With 1 GB available, even a small folder is refused by `distillery run`, clearly."""
+  from tfx_distillery.pipelines import cli  # pylint: disable=import-outside-toplevel
+  from tfx_distillery.pipelines import local_runner  # pylint: disable=import-outside-toplevel
+  folder = write_bills(tmp_path / 'data', ['12.5', '20.1', '8.75', '31.0'])
+  home = tmp_path / 'home'
+  monkeypatch.setenv(local_runner.HOME_VARIABLE, str(home))
+  monkeypatch.setattr(local_runner, 'available_memory_bytes', lambda: 2**30)
+  status = cli.main(['run', '--dataset', 'csv', '--data', folder, '--label', 'tip'])
+  error = capsys.readouterr().err
+  assert status == local_runner.EXIT_BAD_INPUT
+  assert f'data: {folder} holds 4 rows of 3 columns' in error
+  assert 'GB of memory' in error and '1.0 GB available' in error
+  assert 'beam_pipeline_args' in error
+  assert not (home / 'runs').exists()
+
+
+def test_a_folder_that_fits_passes_the_memory_check(tmp_path, monkeypatch):
+  from tfx_distillery.pipelines import local_runner  # pylint: disable=import-outside-toplevel
+  folder = write_bills(tmp_path / 'data', ['12.5', '20.1', '8.75', '31.0'])
+  preflight = csv_preflight.preflight_csv(folder, 'tip')
+  monkeypatch.setattr(local_runner, 'available_memory_bytes', lambda: 8 * 2**30)
+  local_runner.check_memory(preflight)
+  # The estimate grows with the cells: a folder of 50 million such rows would not fit in 8 GB.
+  preflight.verdicts[0].rows = 50_000_000
+  with pytest.raises(ValueError, match='50,000,000 rows of 3 columns'):
+    local_runner.check_memory(preflight)

@@ -122,6 +122,9 @@ def test_a_stock_preprocessing_fn_runs_and_writes_the_requested_shards(pipeline_
     shards = sorted(glob.glob(os.path.join(artifact.uri, f'Split-{split}', '*.gz')))
     assert [os.path.basename(path)[-18:] for path in shards] == [
         f'-0000{index}-of-00003.gz' for index in range(3)]
+  # Every bundle's files were renamed into place and the temporary folders removed.
+  leftovers = [folder for folder, _, _ in os.walk(artifact.uri) if '.incomplete-' in folder]
+  assert leftovers == []
   with open(os.path.join(artifact.uri, reading.OPTIONS_FILE_NAME)) as handle:
     recorded = json.load(handle)
   # cache='auto' chose memory: a 600-row sample is far below the size limit.
@@ -194,3 +197,18 @@ def test_beam_arguments_reach_the_beam_pipeline(pipeline_run, tmp_path):
   assert all(options['direct_running_mode'] == 'in_memory' for options in seen_options)
   train_shards = glob.glob(str(tmp_path / 'transformed_examples' / 'Split-train' / '*.gz'))
   assert len(train_shards) == 2
+
+
+def test_a_block_is_packed_from_the_columns_and_a_ragged_feature_is_not():
+  import pyarrow as pa  # pylint: disable=import-outside-toplevel
+  from tfx_distillery.components.ingest_transform import executor  # pylint: disable=import-outside-toplevel
+  batch = pa.RecordBatch.from_arrays(
+      [pa.array([[float(row)] for row in range(5)], pa.large_list(pa.float32())),
+       pa.array([[row, -row] for row in range(5)], pa.list_(pa.int64()))], ['x', 'pair'])
+  packed = executor.pack_record_batch(batch, 2)
+  assert packed.column(0).to_pylist() == [[0.0, 1.0], [2.0, 3.0], [4.0]]
+  assert packed.column(1).to_pylist() == [[0, 0, 1, -1], [2, -2, 3, -3], [4, -4]]
+  ragged = pa.RecordBatch.from_arrays([pa.array([[1], [2, 3]], pa.list_(pa.int64()))], ['x'])
+  assert executor.pack_record_batch(ragged, 2) is None
+  missing = pa.RecordBatch.from_arrays([pa.array([[1], None], pa.list_(pa.int64()))], ['x'])
+  assert executor.pack_record_batch(missing, 2) is None
