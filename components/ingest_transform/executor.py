@@ -35,6 +35,9 @@ AUTO_CACHE = 'auto'
 # compressed transformed examples (parsed tensors take several times more).
 MEMORY_CACHE_MAX_BYTES = 256 * 1024 * 1024
 PACKED_TAG = 'packed'
+# GZIP at level 1: files about a third larger than zlib's default level, written about
+# three times faster (200,000 transformed taxi examples: 0.56 s against 1.7 s).
+WRITE_OPTIONS = tf.io.TFRecordOptions(compression_type='GZIP', compression_level=1)
 
 
 def pack_record_batch(record_batch: pa.RecordBatch, block_size: int) -> Optional[pa.RecordBatch]:
@@ -59,16 +62,17 @@ def pack_record_batch(record_batch: pa.RecordBatch, block_size: int) -> Optional
 
 
 class EncodeFn(beam.DoFn):
-  """Transformed record batches as serialized examples, and optionally packed records.
+  """Each transformed record batch as one list of serialized examples, and one of packed records.
 
-  The packed records are built from the record batch's columns directly (each block's
-  values concatenated, then encoded once), not by parsing the examples back.
+  A list per record batch, not an element per example: Beam's per-element cost was a
+  large share of the transform's time at a million rows. The packed records are built
+  from the record batch's columns directly (each block's values joined, then encoded
+  once), not by parsing the examples back.
   """
 
   def __init__(self, schema: schema_pb2.Schema, packed_block_size: int):
     self._schema = schema
     self._packed_block_size = packed_block_size
-    self._stock = transform_executor.TransformProcessor._RecordBatchToExamplesFn(schema)  # pylint: disable=protected-access
     self._encoder = None
     self._feature_spec = None
 
@@ -77,35 +81,36 @@ class EncodeFn(beam.DoFn):
     self._feature_spec = schema_utils.schema_as_feature_spec(self._schema).feature_spec
 
   def process(self, data_batch):
-    examples = [example for _, example in self._stock.process(data_batch)]
-    for example in examples:
-      yield example
-    if not self._packed_block_size or not examples:
-      return
     record_batch = data_batch[0]
-    # Transform may add an internal key column; the examples above never carry it.
+    # Transform may add an internal key column; what is written never carries it.
     kept = [index for index, name in enumerate(record_batch.schema.names)
             if name in self._feature_spec]
-    packed = pack_record_batch(pa.RecordBatch.from_arrays(
+    record_batch = pa.RecordBatch.from_arrays(
         [record_batch.column(index) for index in kept],
-        [record_batch.schema.names[index] for index in kept]), self._packed_block_size)
+        [record_batch.schema.names[index] for index in kept])
+    if not record_batch.num_rows:
+      return
+    examples = self._encoder.encode(record_batch)
+    yield examples
+    if not self._packed_block_size:
+      return
+    packed = pack_record_batch(record_batch, self._packed_block_size)
     if packed is None:
       blocks = [reading.pack_examples(examples[start:start + self._packed_block_size],
                                       self._feature_spec)
                 for start in range(0, len(examples), self._packed_block_size)]
     else:
       blocks = self._encoder.encode(packed)
-    for block in blocks:
-      yield beam.pvalue.TaggedOutput(PACKED_TAG, block)
+    yield beam.pvalue.TaggedOutput(PACKED_TAG, blocks)
 
 
 class WriteShardsFn(beam.DoFn):
-  """Writes each bundle's records round-robin into `num_shards` GZIP TFRecord files.
+  """Writes each bundle's lists of records round-robin into `num_shards` GZIP TFRecord files.
 
   Beam's `WriteToTFRecord(num_shards=N)` groups every record by shard, and the
   DirectRunner holds a grouped collection in memory: peak memory grew with the rows.
   Here nothing is grouped but the file names; files are written in a temporary folder
-  and renamed into place by `FinalizeShards` once every bundle has finished.
+  and renamed into place by `finalize_shards` once every bundle has finished.
   """
 
   def __init__(self, temporary_folder: str, num_shards: int):
@@ -118,14 +123,16 @@ class WriteShardsFn(beam.DoFn):
   def start_bundle(self):
     self._writers, self._paths, self._count = {}, [], 0
 
-  def process(self, record: bytes):
+  def process(self, records: List[bytes]):
     shard = self._count % self._num_shards
     self._count += 1
     if shard not in self._writers:
       path = os.path.join(self._temporary_folder, f'{uuid.uuid4().hex}.gz')
-      self._writers[shard] = tf.io.TFRecordWriter(path, options='GZIP')
+      self._writers[shard] = tf.io.TFRecordWriter(path, WRITE_OPTIONS)
       self._paths.append(path)
-    self._writers[shard].write(record)
+    write = self._writers[shard].write
+    for record in records:
+      write(record)
 
   def finish_bundle(self):
     for writer in self._writers.values():
