@@ -190,7 +190,7 @@ def validate_label_key(label_key) -> None:
 
 def count_values(file_pattern, tf_transform_output, label_key: str,
                  compression: str = 'GZIP') -> collections.Counter:
-  """How often each label value occurs in transformed examples (one deterministic pass)."""
+  """How often each label value occurs in transformed examples (one pass)."""
   spec = tf_transform_output.transformed_feature_spec()
   if label_key not in spec:
     raise LabelError(f'label_key {label_key!r} is not a transformed feature; the transform '
@@ -201,8 +201,10 @@ def count_values(file_pattern, tf_transform_output, label_key: str,
         f'label_key {label_key!r} is a float feature: it looks continuous, and a classifier '
         'needs integer class indices. Map the label to classes in your preprocessing_fn '
         '(tft.compute_and_apply_vocabulary), or choose a categorical label column.')
-  options = reading.IngestionOptions(shuffle_files=False, deterministic=True, cache='none',
-                                     shuffle_buffer=0, compression=compression, packed=False)
+  # Counts do not depend on order, so files are read in parallel, and from IngestionTransform's
+  # packed copy where there is one (a tenth of the time at 1.5 million rows).
+  options = reading.IngestionOptions(shuffle_files=False, deterministic=False, cache='none',
+                                     shuffle_buffer=0, compression=compression)
   dataset = reading.make_dataset(file_pattern, tf_transform_output, 1024, options,
                                  num_epochs=1, label_key=label_key, feature_keys=[])
   counts = collections.Counter()

@@ -201,14 +201,34 @@ def test_beam_arguments_reach_the_beam_pipeline(pipeline_run, tmp_path):
 
 def test_a_block_is_packed_from_the_columns_and_a_ragged_feature_is_not():
   import pyarrow as pa  # pylint: disable=import-outside-toplevel
-  from tfx_distillery.components.ingest_transform import executor  # pylint: disable=import-outside-toplevel
   batch = pa.RecordBatch.from_arrays(
       [pa.array([[float(row)] for row in range(5)], pa.large_list(pa.float32())),
        pa.array([[row, -row] for row in range(5)], pa.list_(pa.int64()))], ['x', 'pair'])
-  packed = executor.pack_record_batch(batch, 2)
+  packed = ingest_executor.pack_record_batch(batch, 2)
   assert packed.column(0).to_pylist() == [[0.0, 1.0], [2.0, 3.0], [4.0]]
   assert packed.column(1).to_pylist() == [[0, 0, 1, -1], [2, -2, 3, -3], [4, -4]]
   ragged = pa.RecordBatch.from_arrays([pa.array([[1], [2, 3]], pa.list_(pa.int64()))], ['x'])
-  assert executor.pack_record_batch(ragged, 2) is None
+  assert ingest_executor.pack_record_batch(ragged, 2) is None
   missing = pa.RecordBatch.from_arrays([pa.array([[1], None], pa.list_(pa.int64()))], ['x'])
-  assert executor.pack_record_batch(missing, 2) is None
+  assert ingest_executor.pack_record_batch(missing, 2) is None
+
+
+def test_sharded_writes_from_several_processes_keep_every_record_once(tmp_path):
+  """Two DirectRunner processes, many bundles: every record in exactly one renamed file."""
+  import apache_beam as beam  # pylint: disable=import-outside-toplevel
+  from apache_beam.options import pipeline_options  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  output_path = str(tmp_path / 'Split-train' / 'transformed_examples')
+  batches = [[f'{batch}-{index}'.encode() for index in range(7)] for batch in range(300)]
+  options = pipeline_options.PipelineOptions(
+      ['--direct_running_mode=multi_processing', '--direct_num_workers=2'])
+  with beam.Pipeline(options=options) as pipeline:
+    _ = (pipeline | beam.Create(batches, reshuffle=True)
+         | ingest_executor.WriteShardedTFRecords(output_path, 3))
+  files = sorted(glob.glob(output_path + '-*'))
+  assert files and all(path.endswith(f'-of-{len(files):05d}.gz') for path in files)
+  written = [record for record in tf.data.TFRecordDataset(
+      files, compression_type='GZIP').as_numpy_iterator()]
+  assert sorted(written) == sorted(record for batch in batches for record in batch)
+  # Nothing else is left in the split's folder: no temporary folder, no stray file.
+  assert sorted(os.listdir(tmp_path / 'Split-train')) == [os.path.basename(path) for path in files]
