@@ -65,6 +65,18 @@ def machine() -> Dict[str, Any]:
 
 # Files whose change does not change a measurement.
 NOT_MEASURED = ('benchmarks/results.py',)
+MEASURED_SUFFIXES = ('.py', '.pbtxt', '.toml', '.txt', '.json', '.sh')
+
+
+def is_measured_file(relative: str) -> bool:
+  """Whether a file (path from the repository root) is code a benchmark measures.
+
+  A README beside a component is not: editing it changes no figure.
+  """
+  parts = relative.split(os.sep)
+  return (relative not in NOT_MEASURED and relative.endswith(MEASURED_SUFFIXES)
+          and '__pycache__' not in parts
+          and not any(part.endswith('.egg-info') for part in parts))
 
 
 def measured_code_digest(repository: str = REPOSITORY) -> str:
@@ -78,12 +90,10 @@ def measured_code_digest(repository: str = REPOSITORY) -> str:
     root = os.path.join(repository, measured)
     files = [root] if os.path.isfile(root) else sorted(
         os.path.join(folder, file_name) for folder, folders, file_names in os.walk(root)
-        for file_name in file_names
-        if '__pycache__' not in folder and '.egg-info' not in folder
-        and file_name.endswith(('.py', '.pbtxt', '.toml', '.txt', '.json', '.sh')))
+        for file_name in file_names)
     for path in sorted(files):
       relative = os.path.relpath(path, repository)
-      if relative in NOT_MEASURED:
+      if not is_measured_file(relative):
         continue
       digest.update(relative.encode() + b'\0')
       with open(path, 'rb') as handle:
@@ -93,7 +103,11 @@ def measured_code_digest(repository: str = REPOSITORY) -> str:
 
 def provenance(name: str, argv: List[str]) -> Dict[str, Any]:
   """Where a result comes from: command, commit, clean tree or not, date, machine."""
-  changed = _git('status', '--porcelain', '--', *MEASURED_PATHS)
+  # The files the digest covers, and only those: a README edited during a run is no change.
+  changed_or_new = (_git('diff', '--name-only', 'HEAD', '--', *MEASURED_PATHS).split('\n')
+                    + _git('ls-files', '--others', '--exclude-standard', '--',
+                           *MEASURED_PATHS).split('\n'))
+  changed = [path for path in changed_or_new if path and is_measured_file(path)]
   return {
       'benchmark': name,
       'command': ' '.join(['python', '-m', f'benchmarks.{name}', *argv]),

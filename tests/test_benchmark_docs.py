@@ -54,3 +54,12 @@ def test_render_marks_missed_and_met(tmp_path):
   assert '| fast | 0.5000 | >= 1 | **missed** |' in text
   assert '| small | 2.000 | <= 3 | met |' in text
   assert 'commit `aaaaaaa`' in text
+
+
+def test_only_files_the_digest_covers_count_as_measured_code():
+  # A component's README edited while a benchmark runs changes no figure; its code does.
+  assert results.is_measured_file('components/pruner/executor.py')
+  assert results.is_measured_file('requirements/lock.txt')
+  assert not results.is_measured_file('components/csv_example_gen/README.md')
+  assert not results.is_measured_file('benchmarks/results.py')
+  assert not results.is_measured_file('components/pruner/__pycache__/executor.cpython-310.pyc')
