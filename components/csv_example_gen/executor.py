@@ -51,6 +51,9 @@ BLOCK_BYTES = 8 << 20
 _KEY_SEPARATOR = '\x1f'
 # Written files are named so until every file of the split is written.
 TEMPORARY_PREFIX = '.incomplete-'
+# GZIP, as CsvExampleGen writes, at zlib's fastest level: files about a quarter larger
+# than at the default level, and compression was a third of this executor's time.
+GZIP_LEVEL = 1
 
 
 def merge_kinds(first: Dict[str, str], second: Dict[str, str]) -> Dict[str, str]:
@@ -215,7 +218,8 @@ class EncodeFile(beam.DoFn):
     attempt = uuid.uuid4().hex
     temporary = [os.path.join(uri, f'{TEMPORARY_PREFIX}{file_index:05d}-{attempt}.gz')
                  for uri in self._split_uris]
-    writers = [tf.io.TFRecordWriter(name, options='GZIP') for name in temporary]
+    options = tf.io.TFRecordOptions(compression_type='GZIP', compression_level=GZIP_LEVEL)
+    writers = [tf.io.TFRecordWriter(name, options) for name in temporary]
     counts = [0] * len(writers)
     try:
       for block in _open_blocks(path, self._column_names,

@@ -28,7 +28,9 @@ class IngestionTransform(tfx.components.Transform):
     `components.common.reading.read_options` hands to every trainer;
   * writes a packed copy of each split (blocks of examples per record) that the
     reader parses many times faster, leaving the stock shards for stock trainers;
-  * picks Beam's DirectRunner mode by data size unless told (`direct_num_processes`).
+  * picks Beam's DirectRunner mode by data size unless told (`direct_num_processes`);
+  * given StatisticsGen's `statistics` of the same examples, copies the analyzed
+    split's statistics as `pre_transform_stats` instead of computing them again.
 
   Example:
 
@@ -36,6 +38,7 @@ class IngestionTransform(tfx.components.Transform):
         examples=example_gen.outputs['examples'],
         schema=schema_gen.outputs['schema'],
         module_file='trainer_modules/taxi_transform.py',
+        statistics=statistics_gen.outputs['statistics'],
         num_shards=8, cache='memory')
   """
 
@@ -55,6 +58,7 @@ class IngestionTransform(tfx.components.Transform):
                direct_num_processes: Optional[int] = None,
                packed_block_size: int = reading.DEFAULT_PACKED_BLOCK_SIZE,
                label_key: Optional[str] = None,
+               statistics: Optional[tfx.dsl.Channel] = None,
                **transform_kwargs):
     """Constructs an IngestionTransform.
 
@@ -87,6 +91,12 @@ class IngestionTransform(tfx.components.Transform):
         continuous-looking label, or a value the transform could not map to a
         class (named, with the raw `custom_config['label_column']` value) stops
         the run. None checks nothing, as stock Transform.
+      statistics: StatisticsGen's `statistics` of the same `examples`. When Transform
+        analyzes one split (TFX's default, `train`) and the module defines no
+        `stats_options_updater_fn`, that split's `FeatureStats.pb` is copied as
+        `pre_transform_stats` instead of computed again (StatisticsGen computed it
+        over the same rows; it did so without the schema). Otherwise, or when None,
+        Transform computes them, as stock Transform does.
       **transform_kwargs: Other Transform arguments (analyzer_cache,
         disable_statistics, materialize, ...).
 
@@ -121,8 +131,11 @@ class IngestionTransform(tfx.components.Transform):
     # Transform builds a stock TransformSpec; ours extends it with the settings
     # above and keeps the same channels, so TFX handles it like Transform's.
     stock_spec = self.spec
+    inputs = dict(stock_spec.inputs)
+    if statistics is not None:
+      inputs[ingest_spec.STATISTICS_KEY] = statistics
     self.spec = ingest_spec.IngestionTransformSpec(
-        **stock_spec.exec_properties, **stock_spec.inputs, **stock_spec.outputs,
+        **stock_spec.exec_properties, **inputs, **stock_spec.outputs,
         **{ingest_spec.NUM_SHARDS_KEY: num_shards,
            ingest_spec.CACHE_KEY: cache,
            ingest_spec.CACHE_PATH_KEY: cache_path,

@@ -4,7 +4,7 @@ import contextlib
 import json
 import os
 import uuid
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -12,9 +12,12 @@ import pyarrow as pa
 import tensorflow as tf
 from tfx import types
 from tfx.components.transform import executor as transform_executor
+from tfx.components.transform import executor_utils
 from tfx.components.transform import labels
+from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 from tfx_bsl.coders import example_coder
+from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import schema_utils
 
@@ -171,16 +174,37 @@ def packed_output_path(output_path: str) -> str:
                       os.path.basename(split_folder), os.path.basename(output_path))
 
 
-def sharded_transform_processor(num_shards: int, packed_block_size: int):
+class CopiedStatistics:
+  """Which file stands for the pre-transform statistics; `source` None computes them."""
+
+  def __init__(self, source: Optional[str], target: Optional[str]):
+    self.source = source
+    self.target = target
+
+
+def sharded_transform_processor(num_shards: int, packed_block_size: int,
+                                copied_statistics: Optional[CopiedStatistics] = None):
   """Transform's processor class, writing TFRecords in at most `num_shards` files per bundle.
 
   With `packed_block_size` > 0 the same pipeline also writes the packed copy that
   `reading.make_dataset` prefers (blocks of that many examples per record), when
-  every transformed feature has a fixed shape.
+  every transformed feature has a fixed shape. With `copied_statistics.source` set,
+  its file is copied as the pre-transform statistics instead of computed.
   """
   stock = transform_executor.TransformProcessor
 
   class ShardedTransformProcessor(stock):
+
+    def _GenerateAndMaybeValidateStats(self, stats_output_loc, stats_options,  # pylint: disable=arguments-differ
+                                       enable_validation):
+      copied = copied_statistics
+      if (copied is not None and copied.source and isinstance(stats_output_loc, dict) and
+          stats_output_loc.get(transform_executor._STATS_KEY) == copied.target):  # pylint: disable=protected-access
+        progress.get_logger().info('IngestionTransform: pre_transform_stats copied from %s',
+                                   copied.source)
+        return CopyStatistics(copied.source, stats_output_loc, stats_options)
+      return stock._GenerateAndMaybeValidateStats(  # pylint: disable=protected-access
+          stats_output_loc, stats_options=stats_options, enable_validation=enable_validation)
 
     @staticmethod
     @beam.ptransform_fn
@@ -305,8 +329,75 @@ def check_labels(input_dict, output_dict, exec_properties, label_key: str) -> No
                                        for split, value in sorted(counts.items())))
 
 
+def reusable_statistics(input_dict, output_dict, exec_properties) -> Optional[Tuple[str, str]]:
+  """(StatisticsGen's file, pre_transform_stats' file) when the first can stand for the second.
+
+  Transform computes pre-transform statistics over the splits it analyzes, all together;
+  StatisticsGen's file of that split holds the same rows' statistics when Transform
+  analyzes a single split of a single examples artifact.
+
+  Returns:
+    The two paths, or None (Transform then computes them, as stock Transform does).
+  """
+  statistics = input_dict.get(ingest_spec.STATISTICS_KEY) or []
+  stats_outputs = output_dict.get(standard_component_specs.PRE_TRANSFORM_STATS_KEY) or []
+  examples = input_dict[standard_component_specs.EXAMPLES_KEY]
+  if (len(statistics) != 1 or len(stats_outputs) != 1 or len(examples) != 1 or
+      exec_properties.get(standard_component_specs.DISABLE_STATISTICS_KEY)):
+    return None
+  splits_config = executor_utils.ResolveSplitsConfig(
+      exec_properties.get(standard_component_specs.SPLITS_CONFIG_KEY), examples)
+  if len(splits_config.analyze) != 1:
+    return None
+  split = splits_config.analyze[0]
+  if split not in artifact_utils.decode_split_names(statistics[0].split_names):
+    return None
+  source = os.path.join(artifact_utils.get_split_uri(statistics, split),
+                        transform_executor.STATS_FILE)
+  if not tf.io.gfile.exists(source):
+    return None
+  return source, os.path.join(stats_outputs[0].uri, transform_executor.STATS_FILE)
+
+
+def copy_atomically(source: str, target: str) -> None:
+  tf.io.gfile.copy(source, target + '.tmp', overwrite=True)
+  tf.io.gfile.rename(target + '.tmp', target, overwrite=True)
+
+
+def write_text_atomically(text: str, target: str) -> None:
+  with tf.io.gfile.GFile(target + '.tmp', 'w') as handle:
+    handle.write(text)
+  tf.io.gfile.rename(target + '.tmp', target, overwrite=True)
+
+
+@beam.ptransform_fn
+def CopyStatistics(examples, source: str, stats_output_loc: Dict[str, str],  # pylint: disable=invalid-name
+                   stats_options):
+  """Stands for Transform's statistics step: the file copied, the schema written as Transform's."""
+  # The analyzers read these rows; nothing here needs them again.
+  pipeline_root = examples.pipeline
+  copied = (pipeline_root | 'StatisticsFile' >> beam.Create([source])
+            | 'Copy' >> beam.Map(copy_atomically, stats_output_loc[transform_executor._STATS_KEY]))  # pylint: disable=protected-access
+  if stats_options.schema is None:
+    return copied, None, None
+  written = (pipeline_root
+             | 'CreateSchema' >> beam.Create([text_format.MessageToString(stats_options.schema)])
+             | 'WriteSchema' >> beam.Map(write_text_atomically,
+                                         stats_output_loc[transform_executor._SCHEMA_KEY]))  # pylint: disable=protected-access
+  return copied, written, None
+
+
 class Executor(transform_executor.Executor):
   """Runs TFX's Transform, then records how the output should be read."""
+
+  _copied_statistics = None
+
+  def _GetStatsOptionsUpdaterFn(self, inputs):
+    updater = super()._GetStatsOptionsUpdaterFn(inputs)
+    if updater is not None and self._copied_statistics is not None:
+      # A user's updater may change what pre-transform statistics hold: computed then.
+      self._copied_statistics.source = None
+    return updater
 
   def Do(self, input_dict: Dict[str, List[types.Artifact]],
          output_dict: Dict[str, List[types.Artifact]],
@@ -321,8 +412,11 @@ class Executor(transform_executor.Executor):
       progress.get_logger().info('IngestionTransform: %d shards per split, Beam %s',
                                  num_shards, ' '.join(extra_args) or 'as configured')
       packed_block_size = int(exec_properties.get(ingest_spec.PACKED_BLOCK_SIZE_KEY, 0))
+      self._copied_statistics = CopiedStatistics(
+          *(reusable_statistics(input_dict, output_dict, exec_properties) or (None, None)))
       with use_transform_processor(sharded_transform_processor(
-          num_shards, packed_block_size)), modules.user_module_first(exec_properties):
+          num_shards, packed_block_size, self._copied_statistics)), \
+          modules.user_module_first(exec_properties):
         super().Do(input_dict, output_dict, exec_properties)
 
       transformed = output_dict.get(standard_component_specs.TRANSFORMED_EXAMPLES_KEY, [])

@@ -1,6 +1,7 @@
 """IngestionTransform's spec: TFX's TransformSpec plus the ingestion settings."""
 
 from tfx.types import component_spec
+from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 
 NUM_SHARDS_KEY = 'num_shards'
@@ -15,10 +16,13 @@ PACKED_BLOCK_SIZE_KEY = 'packed_block_size'
 DIRECT_NUM_PROCESSES_KEY = 'direct_num_processes'
 # The transformed label, checked after the transform; absent: no check.
 LABEL_KEY_KEY = 'label_key'
+# StatisticsGen's statistics of the same examples: copied as pre_transform_stats.
+STATISTICS_KEY = standard_component_specs.STATISTICS_KEY
 
 
 class IngestionTransformSpec(standard_component_specs.TransformSpec):
-  """Same inputs and outputs as Transform, so it drops in where Transform stands."""
+  """Transform's inputs and outputs, so it drops in where Transform stands, plus an
+  optional `statistics` input that saves a pass over the raw examples."""
 
   PARAMETERS = {
       **standard_component_specs.TransformSpec.PARAMETERS,
@@ -32,5 +36,9 @@ class IngestionTransformSpec(standard_component_specs.TransformSpec):
       PACKED_BLOCK_SIZE_KEY: component_spec.ExecutionParameter(type=int, optional=True),
       LABEL_KEY_KEY: component_spec.ExecutionParameter(type=str, optional=True),
   }
-  INPUTS = standard_component_specs.TransformSpec.INPUTS
+  INPUTS = {
+      **standard_component_specs.TransformSpec.INPUTS,
+      STATISTICS_KEY: component_spec.ChannelParameter(
+          type=standard_artifacts.ExampleStatistics, optional=True),
+  }
   OUTPUTS = standard_component_specs.TransformSpec.OUTPUTS

@@ -232,3 +232,101 @@ def test_sharded_writes_from_several_processes_keep_every_record_once(tmp_path):
   assert sorted(written) == sorted(record for batch in batches for record in batch)
   # Nothing else is left in the split's folder: no temporary folder, no stray file.
   assert sorted(os.listdir(tmp_path / 'Split-train')) == [os.path.basename(path) for path in files]
+
+
+def stats_outputs(tmp_path):
+  """Transform's outputs, statistics included (Transform writes all of them or none)."""
+  outputs = {}
+  for key, artifact_type in ((standard_component_specs.TRANSFORM_GRAPH_KEY,
+                              standard_artifacts.TransformGraph),
+                             (standard_component_specs.TRANSFORMED_EXAMPLES_KEY,
+                              standard_artifacts.Examples),
+                             (standard_component_specs.PRE_TRANSFORM_STATS_KEY,
+                              standard_artifacts.ExampleStatistics),
+                             (standard_component_specs.PRE_TRANSFORM_SCHEMA_KEY,
+                              standard_artifacts.Schema),
+                             (standard_component_specs.POST_TRANSFORM_STATS_KEY,
+                              standard_artifacts.ExampleStatistics),
+                             (standard_component_specs.POST_TRANSFORM_SCHEMA_KEY,
+                              standard_artifacts.Schema),
+                             (standard_component_specs.POST_TRANSFORM_ANOMALIES_KEY,
+                              standard_artifacts.ExampleAnomalies)):
+    artifact = artifact_type()
+    artifact.uri = str(tmp_path / key)
+    os.makedirs(artifact.uri)
+    outputs[key] = [artifact]
+  return outputs
+
+
+def marked_statistics(folder, splits):
+  """A statistics artifact whose files name themselves, so a copy is told from a computation."""
+  from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=import-outside-toplevel
+  artifact = standard_artifacts.ExampleStatistics()
+  artifact.uri = str(folder)
+  artifact.split_names = json.dumps(splits)
+  for split in splits:
+    os.makedirs(folder / f'Split-{split}')
+    statistics = statistics_pb2.DatasetFeatureStatisticsList()
+    statistics.datasets.add(name=f'from StatisticsGen, {split}', num_examples=7)
+    (folder / f'Split-{split}' / 'FeatureStats.pb').write_bytes(statistics.SerializeToString())
+  return artifact
+
+
+def test_statisticsgens_train_statistics_stand_for_the_pre_transform_ones(pipeline_run, tmp_path):
+  """One pass fewer over the rows: the file is copied; post-transform ones are computed."""
+  from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=import-outside-toplevel
+  _, metadata_path = pipeline_run
+  [examples] = latest(metadata_path, 'Examples', 'CsvExampleGen')
+  [schema] = latest(metadata_path, 'Schema', 'SchemaGen')
+  examples_artifact = standard_artifacts.Examples()
+  examples_artifact.uri = examples.uri
+  examples_artifact.split_names = '["train", "eval"]'
+  schema_artifact = standard_artifacts.Schema()
+  schema_artifact.uri = schema.uri
+  statistics = marked_statistics(tmp_path / 'statistics', ['train', 'eval'])
+  outputs = stats_outputs(tmp_path)
+  component = make(num_shards=1, statistics=channel(standard_artifacts.ExampleStatistics))
+  assert 'statistics' in component.inputs
+  exec_properties = dict(component.exec_properties)
+  exec_properties['module_file'] = STOCK_TAXI_MODULE
+  context = ingest_executor.Executor.Context(
+      beam_pipeline_args=['--direct_num_workers=1'], tmp_dir=str(tmp_path / 'tmp'),
+      unique_id='1')
+  ingest_executor.Executor(context).Do(
+      {standard_component_specs.EXAMPLES_KEY: [examples_artifact],
+       standard_component_specs.SCHEMA_KEY: [schema_artifact],
+       'statistics': [statistics]}, outputs, exec_properties)
+
+  def read(key):
+    loaded = statistics_pb2.DatasetFeatureStatisticsList()
+    loaded.ParseFromString((tmp_path / key / 'FeatureStats.pb').read_bytes())
+    return loaded
+
+  assert read('pre_transform_stats').datasets[0].name == 'from StatisticsGen, train'
+  assert (tmp_path / 'pre_transform_schema' / 'schema.pbtxt').read_text().strip()
+  post = read('post_transform_stats').datasets[0]
+  assert post.num_examples > 300 and post.name != 'from StatisticsGen, train'
+  assert sorted(os.listdir(tmp_path / 'pre_transform_stats')) == ['FeatureStats.pb']
+
+
+@pytest.mark.parametrize('splits_config, statistics_splits', [
+    (tfx.proto.SplitsConfig(analyze=['train', 'eval'], transform=['train', 'eval']),
+     ['train', 'eval']),
+    (None, ['eval']),
+], ids=['two analyzed splits', 'no statistics of train'])
+def test_pre_transform_statistics_are_computed_when_no_file_stands_for_them(
+    tmp_path, splits_config, statistics_splits):
+  from tfx.utils import proto_utils  # pylint: disable=import-outside-toplevel
+  examples = standard_artifacts.Examples()
+  examples.uri = str(tmp_path / 'examples')
+  examples.split_names = '["train", "eval"]'
+  exec_properties = {standard_component_specs.SPLITS_CONFIG_KEY:
+                     proto_utils.proto_to_json(splits_config) if splits_config else None}
+  inputs = {standard_component_specs.EXAMPLES_KEY: [examples],
+            'statistics': [marked_statistics(tmp_path / 'statistics', statistics_splits)]}
+  outputs = stats_outputs(tmp_path)
+  assert ingest_executor.reusable_statistics(inputs, outputs, exec_properties) is None
+  inputs['statistics'] = [marked_statistics(tmp_path / 'statistics-train', ['train'])]
+  assert ingest_executor.reusable_statistics(inputs, outputs, {}) == (
+      str(tmp_path / 'statistics-train' / 'Split-train' / 'FeatureStats.pb'),
+      str(tmp_path / 'pre_transform_stats' / 'FeatureStats.pb'))
