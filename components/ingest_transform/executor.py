@@ -375,12 +375,12 @@ def CopyStatistics(examples, source: str, stats_output_loc: Dict[str, str],  # p
                    stats_options):
   """Stands for Transform's statistics step: the file copied, the schema written as Transform's."""
   # The analyzers read these rows; nothing here needs them again.
-  pipeline_root = examples.pipeline
-  copied = (pipeline_root | 'StatisticsFile' >> beam.Create([source])
+  pipeline = examples.pipeline
+  copied = (pipeline | 'StatisticsFile' >> beam.Create([source])
             | 'Copy' >> beam.Map(copy_atomically, stats_output_loc[transform_executor._STATS_KEY]))  # pylint: disable=protected-access
   if stats_options.schema is None:
     return copied, None, None
-  written = (pipeline_root
+  written = (pipeline
              | 'CreateSchema' >> beam.Create([text_format.MessageToString(stats_options.schema)])
              | 'WriteSchema' >> beam.Map(write_text_atomically,
                                          stats_output_loc[transform_executor._SCHEMA_KEY]))  # pylint: disable=protected-access

@@ -17,8 +17,10 @@ EXPECTED_DEPENDENCIES = {
     'StatisticsGen': {'CsvExampleGen'},
     'ImportSchemaGen': set(),
     'StrictExampleValidator': {'StatisticsGen', 'ImportSchemaGen'},
-    # The validator edge is control only: Transform waits for the data to pass.
-    'IngestionTransform': {'CsvExampleGen', 'ImportSchemaGen', 'StrictExampleValidator'},
+    # The validator edge is control only: Transform waits for the data to pass. It reads
+    # StatisticsGen's output as its pre-transform statistics.
+    'IngestionTransform': {'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen',
+                           'StrictExampleValidator'},
     'DistributedTrainer': {'IngestionTransform', 'ImportSchemaGen'},
     'Distiller': {'DistributedTrainer', 'IngestionTransform', 'ImportSchemaGen'},
     # The teacher is the Pruner's baseline: its budget is the gate's.

@@ -330,3 +330,20 @@ def test_pre_transform_statistics_are_computed_when_no_file_stands_for_them(
   assert ingest_executor.reusable_statistics(inputs, outputs, {}) == (
       str(tmp_path / 'statistics-train' / 'Split-train' / 'FeatureStats.pb'),
       str(tmp_path / 'pre_transform_stats' / 'FeatureStats.pb'))
+
+
+def keep_options(unused_stats_type, options):
+  return options
+
+
+def test_a_users_stats_options_updater_fn_has_them_computed():
+  """A module's updater may change what the statistics hold, so no copy stands for them."""
+  from tfx.components.transform import labels  # pylint: disable=import-outside-toplevel
+  executor = ingest_executor.Executor()
+  executor._copied_statistics = ingest_executor.CopiedStatistics('source', 'target')  # pylint: disable=protected-access
+  assert executor._GetStatsOptionsUpdaterFn(  # pylint: disable=protected-access
+      {labels.STATS_OPTIONS_UPDATER_FN: f'{__name__}.keep_options'}) is keep_options
+  assert executor._copied_statistics.source is None  # pylint: disable=protected-access
+  executor._copied_statistics = ingest_executor.CopiedStatistics('source', 'target')  # pylint: disable=protected-access
+  assert executor._GetStatsOptionsUpdaterFn({}) is None  # pylint: disable=protected-access
+  assert executor._copied_statistics.source == 'source'  # pylint: disable=protected-access
