@@ -162,8 +162,8 @@ def rows(dataset):
   return counted
 
 
-def test_beam_arguments_reach_the_beam_pipeline(pipeline_run, tmp_path):
-  _, metadata_path = pipeline_run
+def run_inputs(metadata_path):
+  """The fixture run's examples and schema as fresh artifacts, for calling the executor."""
   [examples] = latest(metadata_path, 'Examples', 'CsvExampleGen')
   [schema] = latest(metadata_path, 'Schema', 'SchemaGen')
   examples_artifact = standard_artifacts.Examples()
@@ -171,15 +171,35 @@ def test_beam_arguments_reach_the_beam_pipeline(pipeline_run, tmp_path):
   examples_artifact.split_names = '["train", "eval"]'
   schema_artifact = standard_artifacts.Schema()
   schema_artifact.uri = schema.uri
+  return examples_artifact, schema_artifact
+
+
+def transform_outputs(tmp_path, with_statistics):
+  """Transform's outputs; with statistics, all of them (Transform writes all or none)."""
+  kinds = [(standard_component_specs.TRANSFORM_GRAPH_KEY, standard_artifacts.TransformGraph),
+           (standard_component_specs.TRANSFORMED_EXAMPLES_KEY, standard_artifacts.Examples)]
+  if with_statistics:
+    kinds += [(standard_component_specs.PRE_TRANSFORM_STATS_KEY,
+               standard_artifacts.ExampleStatistics),
+              (standard_component_specs.PRE_TRANSFORM_SCHEMA_KEY, standard_artifacts.Schema),
+              (standard_component_specs.POST_TRANSFORM_STATS_KEY,
+               standard_artifacts.ExampleStatistics),
+              (standard_component_specs.POST_TRANSFORM_SCHEMA_KEY, standard_artifacts.Schema),
+              (standard_component_specs.POST_TRANSFORM_ANOMALIES_KEY,
+               standard_artifacts.ExampleAnomalies)]
   outputs = {}
-  for key, artifact_type in ((standard_component_specs.TRANSFORM_GRAPH_KEY,
-                              standard_artifacts.TransformGraph),
-                             (standard_component_specs.TRANSFORMED_EXAMPLES_KEY,
-                              standard_artifacts.Examples)):
+  for key, artifact_type in kinds:
     artifact = artifact_type()
     artifact.uri = str(tmp_path / key)
     os.makedirs(artifact.uri)
     outputs[key] = [artifact]
+  return outputs
+
+
+def test_beam_arguments_reach_the_beam_pipeline(pipeline_run, tmp_path):
+  _, metadata_path = pipeline_run
+  examples_artifact, schema_artifact = run_inputs(metadata_path)
+  outputs = transform_outputs(tmp_path, with_statistics=False)
   component = make(num_shards=2)
   exec_properties = dict(component.exec_properties)
   exec_properties['module_file'] = STOCK_TAXI_MODULE
@@ -234,30 +254,6 @@ def test_sharded_writes_from_several_processes_keep_every_record_once(tmp_path):
   assert sorted(os.listdir(tmp_path / 'Split-train')) == [os.path.basename(path) for path in files]
 
 
-def stats_outputs(tmp_path):
-  """Transform's outputs, statistics included (Transform writes all of them or none)."""
-  outputs = {}
-  for key, artifact_type in ((standard_component_specs.TRANSFORM_GRAPH_KEY,
-                              standard_artifacts.TransformGraph),
-                             (standard_component_specs.TRANSFORMED_EXAMPLES_KEY,
-                              standard_artifacts.Examples),
-                             (standard_component_specs.PRE_TRANSFORM_STATS_KEY,
-                              standard_artifacts.ExampleStatistics),
-                             (standard_component_specs.PRE_TRANSFORM_SCHEMA_KEY,
-                              standard_artifacts.Schema),
-                             (standard_component_specs.POST_TRANSFORM_STATS_KEY,
-                              standard_artifacts.ExampleStatistics),
-                             (standard_component_specs.POST_TRANSFORM_SCHEMA_KEY,
-                              standard_artifacts.Schema),
-                             (standard_component_specs.POST_TRANSFORM_ANOMALIES_KEY,
-                              standard_artifacts.ExampleAnomalies)):
-    artifact = artifact_type()
-    artifact.uri = str(tmp_path / key)
-    os.makedirs(artifact.uri)
-    outputs[key] = [artifact]
-  return outputs
-
-
 def marked_statistics(folder, splits):
   """A statistics artifact whose files name themselves, so a copy is told from a computation."""
   from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=import-outside-toplevel
@@ -276,15 +272,9 @@ def test_statisticsgens_train_statistics_stand_for_the_pre_transform_ones(pipeli
   """One pass fewer over the rows: the file is copied; post-transform ones are computed."""
   from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=import-outside-toplevel
   _, metadata_path = pipeline_run
-  [examples] = latest(metadata_path, 'Examples', 'CsvExampleGen')
-  [schema] = latest(metadata_path, 'Schema', 'SchemaGen')
-  examples_artifact = standard_artifacts.Examples()
-  examples_artifact.uri = examples.uri
-  examples_artifact.split_names = '["train", "eval"]'
-  schema_artifact = standard_artifacts.Schema()
-  schema_artifact.uri = schema.uri
+  examples_artifact, schema_artifact = run_inputs(metadata_path)
   statistics = marked_statistics(tmp_path / 'statistics', ['train', 'eval'])
-  outputs = stats_outputs(tmp_path)
+  outputs = transform_outputs(tmp_path, with_statistics=True)
   component = make(num_shards=1, statistics=channel(standard_artifacts.ExampleStatistics))
   assert 'statistics' in component.inputs
   exec_properties = dict(component.exec_properties)
@@ -324,7 +314,7 @@ def test_pre_transform_statistics_are_computed_when_no_file_stands_for_them(
                      proto_utils.proto_to_json(splits_config) if splits_config else None}
   inputs = {standard_component_specs.EXAMPLES_KEY: [examples],
             'statistics': [marked_statistics(tmp_path / 'statistics', statistics_splits)]}
-  outputs = stats_outputs(tmp_path)
+  outputs = transform_outputs(tmp_path, with_statistics=True)
   assert ingest_executor.reusable_statistics(inputs, outputs, exec_properties) is None
   inputs['statistics'] = [marked_statistics(tmp_path / 'statistics-train', ['train'])]
   assert ingest_executor.reusable_statistics(inputs, outputs, {}) == (
