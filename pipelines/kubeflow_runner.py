@@ -51,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       '$DISTILLERY_HOME/serving/kubeflow-DATASET')
   parser.add_argument('--train-steps', type=int, default=1500)
   parser.add_argument('--num-workers', type=int, default=1)
+  local_runner.add_seed_argument(parser)
 
 
 def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -71,6 +72,7 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     parser.error(f'--train-steps must be >= 1; got {args.train_steps}')
   if args.num_workers < 1:
     parser.error(f'--num-workers must be >= 1; got {args.num_workers}')
+  local_runner.check_seed(parser, args)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -143,7 +145,8 @@ def compile_pipeline(args: argparse.Namespace) -> str:
       serving_model_dir=args.serving_dir,
       train_steps=args.train_steps,
       num_workers=args.num_workers,
-      schema_path=stage_schema(dataset.schema_file, args.pipeline_root)), write_out=False)
+      schema_path=stage_schema(dataset.schema_file, args.pipeline_root),
+      random_seed=args.seed), write_out=False)
   write_package(pipeline_job, output_path)
   return output_path
 

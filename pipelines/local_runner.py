@@ -35,6 +35,7 @@ from typing import Any, Dict, Iterator, List, Optional
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from tfx_distillery.components.common import progress  # pylint: disable=g-import-not-at-top
+from tfx_distillery.components.common import seeding  # pylint: disable=g-import-not-at-top
 from tfx_distillery.pipelines import csv_preflight
 from tfx_distillery.pipelines import datasets
 
@@ -200,9 +201,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument('--max-accuracy-drop', type=float, default=0.01,
                       help='the gate passes a candidate at most this far below the teacher '
                       '(a fraction: 0.01 is one point; default 0.01)')
+  add_seed_argument(parser)
   parser.add_argument('--verbose', action='store_true',
                       help='show every TFX, Beam and TensorFlow line on the console too '
                       '(they always go to PIPELINE_ROOT/pipeline.log)')
+
+
+def add_seed_argument(parser: argparse.ArgumentParser) -> None:
+  """`--seed`, for `distillery run` and `distillery compile` alike."""
+  parser.add_argument('--seed', type=int, help='one seed for every component that draws '
+                      'random numbers, with TensorFlow\'s op determinism: the same seed and data '
+                      'on the same machine give the same models (default: each component draws '
+                      'one and records it)')
+
+
+def check_seed(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+  """Refuses a negative or too large `--seed` (argparse already refuses a non-integer)."""
+  try:
+    seeding.validate(args.seed)
+  except ValueError as error:
+    parser.error(f'--seed: {error}')
 
 
 def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -215,6 +233,7 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     parser.error(f'--num-workers must be >= 1; got {args.num_workers}')
   if args.dataset != 'csv' and (args.data or args.label or args.schema):
     parser.error('--data, --label and --schema are for --dataset csv only')
+  check_seed(parser, args)
   if not 0.0 <= args.max_accuracy_drop <= 1.0:
     parser.error(f'--max-accuracy-drop must be a fraction in [0, 1]; got '
                  f'{args.max_accuracy_drop}')
@@ -455,7 +474,8 @@ def execute(args: argparse.Namespace) -> RunResult:
         beam_pipeline_args=['--direct_running_mode=in_memory', '--direct_num_workers=1'],
         enable_cache=not args.no_cache,
         num_workers=args.num_workers,
-        schema_path=dataset.schema_file))
+        schema_path=dataset.schema_file,
+        random_seed=getattr(args, 'seed', None)))
     wall_seconds = time.monotonic() - start
     logger.info('pipeline %s: finished in %.1f s', pipeline_name, wall_seconds)
     if component_progress.cached:

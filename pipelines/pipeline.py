@@ -14,6 +14,7 @@ from tfx.dsl.components.base import base_node
 
 from tfx_distillery import components
 from tfx_distillery.components.common import parameters
+from tfx_distillery.components.common import seeding
 from tfx_distillery.components.gate import spec as gate_spec
 
 # ExampleGen's hash buckets: train, eval (what chooses), test (what reports and gates).
@@ -42,7 +43,8 @@ def create_components(data_root: str,
                       quantization_modes: Sequence[str] = ('full_integer',),
                       max_accuracy_drop: float = 0.01,
                       max_model_bytes: Optional[int] = None,
-                      schema_path: Optional[str] = None) -> List[base_node.BaseNode]:
+                      schema_path: Optional[str] = None,
+                      random_seed: Optional[int] = None) -> List[base_node.BaseNode]:
   """Builds the chain's components: teacher, student, pruned, quantized, gate, push.
 
   Args:
@@ -78,11 +80,16 @@ def create_components(data_root: str,
     schema_path: A curated schema (schema.pbtxt) that the data must match; the
       validator stops the run on any anomaly against it. None infers the schema
       from the data itself, which then catches only what inference can not absorb.
+    random_seed: The run's one seed, given to every component that draws random
+      numbers (teacher, Distiller, Pruner, Quantizers), which then also turn on op
+      determinism: the same seed and data on the same machine give the same
+      models and the same gate table. None lets each component draw and record one.
 
   Returns:
     The components in the order they run; node ids are unique (the Quantizers are
     `Quantizer_<source>_<mode>`).
   """
+  seeding.validate(random_seed)
   float_candidates = (1 if student_module_file else 0) + (1 if prune else 0)
   quantized = max(1, float_candidates) * len(quantization_modes)
   if float_candidates + quantized > gate_spec.MAX_CANDIDATES:
@@ -125,7 +132,8 @@ def create_components(data_root: str,
       custom_config={'label_column': label_column, 'label_key': label_key,
                      **(teacher_config or {})},
       strategy=strategy,
-      num_workers=num_workers)
+      num_workers=num_workers,
+      random_seed=random_seed)
   stages = [trainer]
   labelled = {'label_key': label_key, 'label_column': label_column}
   candidate = trainer.outputs['model']
@@ -142,6 +150,7 @@ def create_components(data_root: str,
         custom_config=student_config,
         strategy=strategy,
         num_workers=num_workers,
+        random_seed=random_seed,
         **labelled,
         **(distillation or {}))
     stages.append(distiller)
@@ -158,6 +167,7 @@ def create_components(data_root: str,
         examples=transform.outputs['transformed_examples'],
         transform_graph=transform.outputs['transform_graph'],
         train_args=tfx.proto.TrainArgs(num_steps=pruning_steps),
+        random_seed=random_seed,
         **labelled,
         **pruning)
     stages.append(pruner)
@@ -175,6 +185,7 @@ def create_components(data_root: str,
           # The student is quantized beside it: when pruning did not pay, the Pruner hands
           # the student on unchanged and this Quantizer would only make a copy.
           skip_not_a_candidate=source == 'pruned' and 'student' in float_models,
+          random_seed=random_seed,
           **labelled).with_id(f'Quantizer_{source}_{mode}')
       stages.append(quantizer)
       candidates[f'{source}_{mode}'] = quantizer.outputs['quantized_model']

@@ -12,6 +12,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from tfx_distillery.components.common import artifacts
 from tfx_distillery.components.common import modeling
+from tfx_distillery.components.gate import report
 
 
 @dataclasses.dataclass
@@ -110,8 +111,8 @@ def format_table(summary: RunSummary) -> str:
   """The table `make demo` prints, then one line per candidate the gate did not choose."""
   decision = summary.gate_decision or {}
   split = decision.get('split', 'eval')
-  lines = [f'{"model":<26} {split + " accuracy":>13} {"size (KB)":>10} {"latency (ms)":>13}'
-           '  gate']
+  lines = [f'{"model":<26} {split + " accuracy":>13} {"95% interval":>15} '
+           f'{"vs teacher (95% interval)":>27} {"size (KB)":>10} {"latency (ms)":>13}  gate']
   for row in summary.models:
     figures = row.figures
     verdict = ''
@@ -119,10 +120,13 @@ def format_table(summary: RunSummary) -> str:
       verdict = ('chosen' if row.name == decision.get('chosen') else
                  'passed' if figures['passed'] else 'rejected')
     lines.append(f'{row.name:<26} {figures["accuracy"]:>13.4f} '
+                 f'{report.interval_text(figures.get("accuracy_interval")):>15} '
+                 f'{report.difference_text(figures.get("versus_teacher")):>27} '
                  f'{figures["size_bytes"] / 1024:>10.1f} {figures["latency_ms"]:>13.3f}  '
                  f'{verdict}')
   for left_out in decision.get('left_out', []):
-    lines.append(f'{left_out["name"]:<26} {"-":>13} {"-":>10} {"-":>13}  not a candidate')
+    lines.append(f'{left_out["name"]:<26} {"-":>13} {"-":>15} {"-":>27} {"-":>10} {"-":>13}  '
+                 'not a candidate')
   if decision:
     lines.append(f'majority class: {decision["majority_accuracy"]:.4f} on '
                  f'{decision["eval_examples"]} {split} examples; size is the folder pushed, '

@@ -19,10 +19,11 @@ is reported and gated measures `test`, when the examples have one.
 import dataclasses
 import gzip
 import json
+import math
 import os
 import statistics
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -469,10 +470,74 @@ def load_scorer(model_dir: str, model_format: Optional[str] = None) -> Scorer:
 
 # ---- The figures.
 
+def correct_predictions(scorer: Scorer, evaluation_set: EvaluationSet) -> np.ndarray:
+  """Whether each of the set's examples gets its label as the predicted class (one pass)."""
+  predicted = np.concatenate([scorer.classes(batch) for batch in evaluation_set.batches()])
+  return predicted == evaluation_set.labels
+
+
 def accuracy(scorer: Scorer, evaluation_set: EvaluationSet) -> float:
   """Fraction of the set's examples whose predicted class is the label (one pass)."""
-  predicted = np.concatenate([scorer.classes(batch) for batch in evaluation_set.batches()])
-  return float(np.mean(predicted == evaluation_set.labels))
+  return float(np.mean(correct_predictions(scorer, evaluation_set)))
+
+
+# Two-sided 95%: the normal quantile every interval below uses.
+INTERVAL_Z = 1.959963984540054
+# A lead whose one-sided paired p-value is at or above this is within noise.
+SIGNIFICANCE_LEVEL = 0.05
+
+
+def accuracy_interval(correct: np.ndarray) -> List[float]:
+  """Wilson's 95% interval of an accuracy measured on `len(correct)` examples."""
+  examples = max(1, len(correct))
+  share = float(np.mean(correct)) if len(correct) else 0.0
+  z_squared = INTERVAL_Z**2
+  centre = (share + z_squared / (2 * examples)) / (1 + z_squared / examples)
+  half = (INTERVAL_Z * np.sqrt(share * (1 - share) / examples + z_squared / (4 * examples**2))
+          / (1 + z_squared / examples))
+  return [float(max(0.0, centre - half)), float(min(1.0, centre + half))]
+
+
+def majority_correct(labels: np.ndarray) -> np.ndarray:
+  """Per example, whether always guessing the commonest class gets it right."""
+  labels = np.asarray(labels, dtype=np.int64)
+  values, counts = np.unique(labels, return_counts=True)
+  return labels == values[np.argmax(counts)]
+
+
+def paired_comparison(correct: np.ndarray, other_correct: np.ndarray) -> Dict[str, Any]:
+  """A model against another on the same examples: McNemar's exact test and a 95% interval.
+
+  Only the examples where exactly one of the two is right carry information. Under
+  "equally accurate" the first one wins each of them with probability 1/2, so the
+  one-sided p-value is a binomial tail; the interval of the accuracy difference is
+  the paired (Wald) one.
+
+  Args:
+    correct: Per example, whether the model is right.
+    other_correct: The same for the model it is compared with, on the same examples.
+
+  Returns:
+    `difference` (accuracy minus the other's), `interval` (95%), `wins` and `losses`
+    (examples only this one, or only the other, gets right), `p_value` (one-sided:
+    this one is no better) and `within_noise` (p_value >= 0.05).
+  """
+  correct = np.asarray(correct, dtype=bool)
+  other_correct = np.asarray(other_correct, dtype=bool)
+  examples = max(1, len(correct))
+  wins = int(np.sum(correct & ~other_correct))
+  losses = int(np.sum(~correct & other_correct))
+  discordant = wins + losses
+  difference = (wins - losses) / examples
+  spread = np.sqrt(max(0.0, discordant - (wins - losses)**2 / examples)) / examples
+  # P(at least `wins` of `discordant` fair coin flips): exact, in integers.
+  p_value = (sum(math.comb(discordant, count) for count in range(wins, discordant + 1))
+             / 2**discordant) if discordant else 1.0
+  return {'difference': float(difference),
+          'interval': [float(difference - INTERVAL_Z * spread),
+                       float(difference + INTERVAL_Z * spread)],
+          'wins': wins, 'losses': losses, 'p_value': float(p_value),
+          'within_noise': bool(p_value >= SIGNIFICANCE_LEVEL)}
 
 
 def majority_accuracy(labels: np.ndarray) -> float:
@@ -537,24 +602,37 @@ def size_bytes(model_dir: str) -> int:
   return evaluation.directory_bytes(model_dir)
 
 
+# Where measure() puts per-example correctness (a numpy array, for paired tests) when
+# asked; the caller pops it before writing JSON.
+CORRECT_KEY = 'correct'
+
+
 def measure(model_dir: str, evaluation_set: EvaluationSet, latency_runs: int = 100,
             scorer: Optional[Scorer] = None,
-            model_format: Optional[str] = None) -> Dict[str, object]:
-  """Every figure of one model: format, accuracy, majority, size, latency, examples, split.
+            model_format: Optional[str] = None,
+            keep_correct: bool = False) -> Dict[str, object]:
+  """Every figure of one model: format, accuracy (and its 95% interval), majority, size,
+  latency, examples, split.
 
-  `model_format` is the Model artifact's `model_format` property, when there is one.
+  `model_format` is the Model artifact's `model_format` property, when there is one;
+  `keep_correct` adds each example's correctness under `CORRECT_KEY`, for paired tests.
   """
   scorer = scorer or load_scorer(model_dir, model_format)
   if scorer.output_kind is None:
     scorer.resolve_output_kind(next(evaluation_set.batches(64)))
-  return {'format': scorer.format,
-          'output_kind': scorer.output_kind,
-          'accuracy': accuracy(scorer, evaluation_set),
-          'majority_accuracy': majority_accuracy(evaluation_set.labels),
-          'size_bytes': size_bytes(model_dir),
-          'latency_ms': latency_ms(scorer, evaluation_set, latency_runs),
-          'examples': evaluation_set.size,
-          'split': evaluation_set.split}
+  correct = correct_predictions(scorer, evaluation_set)
+  measured = {'format': scorer.format,
+              'output_kind': scorer.output_kind,
+              'accuracy': float(np.mean(correct)),
+              'accuracy_interval': accuracy_interval(correct),
+              'majority_accuracy': majority_accuracy(evaluation_set.labels),
+              'size_bytes': size_bytes(model_dir),
+              'latency_ms': latency_ms(scorer, evaluation_set, latency_runs),
+              'examples': evaluation_set.size,
+              'split': evaluation_set.split}
+  if keep_correct:
+    measured[CORRECT_KEY] = correct
+  return measured
 
 
 def has_raw_flatbuffer(model_dir: str) -> bool:
@@ -580,8 +658,8 @@ def raw_flatbuffer_classes(model_dir: str, evaluation_set: EvaluationSet) -> np.
 
 
 def measure_raw_flatbuffer(model_dir: str, evaluation_set: EvaluationSet,
-                           latency_runs: int = 100, classes: Optional[np.ndarray] = None
-                           ) -> Dict[str, object]:
+                           latency_runs: int = 100, classes: Optional[np.ndarray] = None,
+                           keep_correct: bool = False) -> Dict[str, object]:
   """What a device gets: the raw-input flatbuffer alone, on raw columns, in a TFLite runtime.
 
   Size is the flatbuffer's file (a device downloads it alone); latency is one raw
@@ -600,13 +678,18 @@ def measure_raw_flatbuffer(model_dir: str, evaluation_set: EvaluationSet,
   def call():
     return predictor.scores_one(predictor.row_inputs(row))
 
-  return {'format': 'tflite_raw',
-          'accuracy': float(np.mean(classes == evaluation_set.labels)),
-          'majority_accuracy': majority_accuracy(evaluation_set.labels),
-          'size_bytes': int(tf.io.gfile.stat(predictor.path).length),
-          'latency_ms': median_latency_ms(call, latency_runs),
-          'examples': evaluation_set.size,
-          'split': evaluation_set.split}
+  correct = classes == evaluation_set.labels
+  measured = {'format': 'tflite_raw',
+              'accuracy': float(np.mean(correct)),
+              'accuracy_interval': accuracy_interval(correct),
+              'majority_accuracy': majority_accuracy(evaluation_set.labels),
+              'size_bytes': int(tf.io.gfile.stat(predictor.path).length),
+              'latency_ms': median_latency_ms(call, latency_runs),
+              'examples': evaluation_set.size,
+              'split': evaluation_set.split}
+  if keep_correct:
+    measured[CORRECT_KEY] = correct
+  return measured
 
 
 def gzip_bytes(content: bytes) -> int:

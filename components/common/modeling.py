@@ -184,7 +184,7 @@ class TrainingRun:
   Settings come from hyperparameters, then custom_config: `batch_size` (per
   replica, default 256), `epochs` (5), `learning_rate` (1e-3),
   `steps_per_execution` (16), `label_column` ('label'), `label_key` ('label'),
-  `num_classes` (from the schema when absent), `seed` (none).
+  `num_classes` (from the schema when absent), `seed` (the component's `random_seed`).
   """
   fn_args: Any
   tf_transform_output: tft.TFTransformOutput
@@ -226,6 +226,8 @@ class TrainingRun:
     label_key = label_key or config_value(fn_args, 'label_key', LABEL_KEY)
     strategy = distribution.strategy_for(fn_args)
     seed = config_value(fn_args, 'seed', None)
+    if seed is None:  # The component's random_seed, which every process of the run has.
+      seed = distribution.settings().random_seed
     if seed is not None:  # Same seed on every worker: replicas start from equal weights.
       tf_keras.utils.set_random_seed(int(seed))
     if resolve_classes is not None:
@@ -342,6 +344,7 @@ class TrainingRun:
   def describe(self, epoch_progress: keras_callbacks.EpochProgress) -> Dict[str, Any]:
     """The run's budget and progress, for metrics.json."""
     return {
+        'random_seed': distribution.settings().random_seed,
         'train_steps': self.epochs * self.steps_per_epoch,
         'epochs': self.epochs,
         'first_epoch': epoch_progress.first_epoch,

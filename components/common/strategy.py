@@ -35,6 +35,8 @@ class TrainingSettings:
     backup_dir: BackupAndRestore folder that survives a failed execution.
     is_chief: Whether this process writes the model and TensorBoard logs.
     progress_timeout_seconds: Seconds a process may go without progress; 0 for none.
+    random_seed: The run's seed, which every process applies; None leaves them unseeded.
+    deterministic: Whether processes turn on op determinism (the seed was given).
   """
   strategy: str = 'multi_worker_mirrored'
   communication: str = 'auto'
@@ -43,6 +45,8 @@ class TrainingSettings:
   backup_dir: str = ''
   is_chief: bool = True
   progress_timeout_seconds: float = 0.0
+  random_seed: Optional[int] = None
+  deterministic: bool = False
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)

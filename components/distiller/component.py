@@ -14,6 +14,7 @@ from tfx.utils import json_utils
 from tfx_distillery.components.common import artifacts
 from tfx_distillery.components.common import modules
 from tfx_distillery.components.common import parameters
+from tfx_distillery.components.common import seeding
 from tfx_distillery.components.distiller import executor
 from tfx_distillery.components.distiller import spec as distiller_spec
 from tfx_distillery.components.distiller import training
@@ -89,7 +90,8 @@ class Distiller(base_component.BaseComponent):
                num_workers: int = 1,
                communication: str = 'auto',
                progress_timeout_seconds: float = (
-                   strategy_lib.DEFAULT_PROGRESS_TIMEOUT_SECONDS)):
+                   strategy_lib.DEFAULT_PROGRESS_TIMEOUT_SECONDS),
+               random_seed: Optional[int] = None):
     """Constructs a Distiller.
 
     Args:
@@ -147,6 +149,11 @@ class Distiller(base_component.BaseComponent):
       communication: `auto`, `ring` or `nccl`, as for DistributedTrainer.
       progress_timeout_seconds: As for DistributedTrainer: the bound on a training
         process without progress when `num_workers` > 1.
+      random_seed: Seeds every training of the run (the student, its scratch twin,
+        tuning trials, mixup and noise) in every process, with op determinism on:
+        the same seed on the same machine gives the same student. None draws a
+        seed, used without op determinism; either way `metrics.json` and ML
+        Metadata record it.
 
     Raises:
       ValueError: naming the argument that is not allowed.
@@ -190,6 +197,7 @@ class Distiller(base_component.BaseComponent):
                        f'{", ".join(DISTILLER_STRATEGIES)}; got {strategy!r}.')
     strategy_lib.validate(strategy, num_workers, 0, communication)
     strategy_lib.validate_progress_timeout(progress_timeout_seconds)
+    seeding.validate(random_seed)
     settings = training.DistillationSettings(
         temperature=temperature, alpha=alpha, teacher_output=teacher_output,
         teacher_weights=tuple(teacher_weights) if teacher_weights is not None else None,
@@ -217,7 +225,8 @@ class Distiller(base_component.BaseComponent):
            trainer_spec.NUM_WORKERS_KEY: num_workers,
            trainer_spec.NUM_PARAMETER_SERVERS_KEY: 0,
            trainer_spec.COMMUNICATION_KEY: communication,
-           trainer_spec.PROGRESS_TIMEOUT_KEY: float(progress_timeout_seconds)},
+           trainer_spec.PROGRESS_TIMEOUT_KEY: float(progress_timeout_seconds),
+           seeding.RANDOM_SEED_KEY: random_seed},
         **dict(zip(distiller_spec.TEACHER_MODEL_KEYS, teachers)),
         model=types.Channel(type=standard_artifacts.Model),
         model_run=types.Channel(type=standard_artifacts.ModelRun),

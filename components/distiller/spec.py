@@ -7,6 +7,7 @@ from tfx.proto import trainer_pb2
 from tfx.types import standard_component_specs
 
 from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.common import seeding
 from tfx_distillery.components.distributed_trainer import spec as trainer_spec
 
 TEACHER_MODEL_KEY = 'teacher_model'
@@ -41,6 +42,7 @@ class DistillerSpec(types.ComponentSpec):
       trainer_spec.COMMUNICATION_KEY: component_spec.ExecutionParameter(type=str),
       trainer_spec.PROGRESS_TIMEOUT_KEY:
           component_spec.ExecutionParameter(type=float, optional=True),
+      seeding.RANDOM_SEED_KEY: component_spec.ExecutionParameter(type=int, optional=True),
   }
   INPUTS = {
       standard_component_specs.EXAMPLES_KEY:

@@ -20,6 +20,7 @@ from tfx_distillery.components.common import modeling
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.common import reading
 from tfx_distillery.components.common import shapes
+from tfx_distillery.components.common import strategy as strategy_lib
 from tfx_distillery.components.distiller import loss as loss_lib
 from tfx_distillery.components.distiller import teachers as teachers_lib
 from tfx_distillery.trainer_modules import builtin_student
@@ -399,6 +400,7 @@ class Distillation:
         'eval_split': eval_set.split,
         'eval_examples': eval_set.size,
         'train_steps': self.run.epochs * self.run.steps_per_epoch,
+        'random_seed': strategy_lib.settings().random_seed,
     }
     metrics['teacher_parameters_total'] = sum(metrics['teacher_parameters'])
     metrics['student_param_ratio'] = (metrics['student_parameters']

@@ -9,6 +9,7 @@ from tfx.dsl.components.base import executor_spec
 from tfx_distillery.components.common import modeling
 from tfx_distillery.components.common import modules
 from tfx_distillery.components.common import parameters
+from tfx_distillery.components.common import seeding
 from tfx_distillery.components.distributed_trainer import executor
 from tfx_distillery.components.distributed_trainer import spec as trainer_spec
 from tfx_distillery.components.common import strategy as strategy_lib
@@ -61,7 +62,8 @@ class DistributedTrainer(tfx.components.Trainer):
                vertex_training: Optional[Dict[str, Any]] = None,
                early_stopping_patience: Optional[int] = None,
                progress_timeout_seconds: float = (
-                   strategy_lib.DEFAULT_PROGRESS_TIMEOUT_SECONDS)):
+                   strategy_lib.DEFAULT_PROGRESS_TIMEOUT_SECONDS),
+               random_seed: Optional[int] = None):
     """Constructs a DistributedTrainer.
 
     Args:
@@ -94,12 +96,17 @@ class DistributedTrainer(tfx.components.Trainer):
         progress (set-up, a training or validation step, export) for this long
         fails the run, naming it, its phase and its stack, and every process is
         stopped. Default 600.
+      random_seed: Seeds Python, NumPy and TensorFlow in every training process
+        (run_fn's included) and turns on op determinism: the same seed on the
+        same machine trains the same weights. None draws a seed, used without
+        op determinism; either way it is recorded on the model in ML Metadata.
 
     Raises:
       ValueError: naming the argument that is not allowed.
     """
     strategy_lib.validate(strategy, num_workers, num_parameter_servers, communication)
     strategy_lib.validate_progress_timeout(progress_timeout_seconds)
+    seeding.validate(random_seed)
     vertex_json = None
     if module_file and not run_fn:
       modules.check_module_defines(module_file, 'run_fn', '(fn_args)')
@@ -141,6 +148,7 @@ class DistributedTrainer(tfx.components.Trainer):
            trainer_spec.NUM_PARAMETER_SERVERS_KEY: num_parameter_servers,
            trainer_spec.COMMUNICATION_KEY: communication,
            trainer_spec.PROGRESS_TIMEOUT_KEY: float(progress_timeout_seconds),
-           trainer_spec.VERTEX_TRAINING_KEY: vertex_json})
+           trainer_spec.VERTEX_TRAINING_KEY: vertex_json,
+           seeding.RANDOM_SEED_KEY: random_seed})
 
   EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)

@@ -18,6 +18,7 @@ from tfx_distillery.components.common import modules
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.distributed_trainer import cluster
 from tfx_distillery.components.distributed_trainer import spec as trainer_spec
+from tfx_distillery.components.common import seeding
 from tfx_distillery.components.common import strategy as strategy_lib
 from tfx_distillery.components.common import tracing
 
@@ -76,6 +77,8 @@ class Executor(trainer_executor.GenericExecutor):
          exec_properties: Dict[str, Any]) -> None:
     trainer_properties = {key: value for key, value in exec_properties.items()
                           if key not in OUR_KEYS}
+    # A given seed makes the run repeatable; without one a seed is drawn and recorded.
+    random_seed, deterministic = seeding.from_properties(exec_properties)
     training = strategy_lib.TrainingSettings(
         strategy=exec_properties[trainer_spec.STRATEGY_KEY],
         communication=exec_properties[trainer_spec.COMMUNICATION_KEY],
@@ -84,7 +87,8 @@ class Executor(trainer_executor.GenericExecutor):
         backup_dir=backup_folder(input_dict, output_dict, trainer_properties),
         progress_timeout_seconds=float(
             exec_properties.get(trainer_spec.PROGRESS_TIMEOUT_KEY)
-            or strategy_lib.DEFAULT_PROGRESS_TIMEOUT_SECONDS))
+            or strategy_lib.DEFAULT_PROGRESS_TIMEOUT_SECONDS),
+        random_seed=random_seed, deterministic=deterministic)
     # A user's run_fn, which may import nothing of ours, gets the same short first step.
     tracing.trace_keras_as_written()
     with progress.component_timer(f'{self.COMPONENT_NAME} executor'):
@@ -93,11 +97,14 @@ class Executor(trainer_executor.GenericExecutor):
                             json.loads(exec_properties[trainer_spec.VERTEX_TRAINING_KEY]))
         return
       if cluster.processes_needed(training) == 1 and training.strategy != 'parameter_server':
-        with training_environment(training), modules.user_module_first(trainer_properties):
+        with training_environment(training), modules.user_module_first(trainer_properties), \
+            seeding.seeded(training.random_seed, training.deterministic, self.COMPONENT_NAME):
           process_executor = import_utils.import_class_by_path(self.PROCESS_EXECUTOR)
           process_executor(self._context).Do(input_dict, output_dict, trainer_properties)
       else:
         self._run_cluster(training, input_dict, output_dict, trainer_properties)
+      seeding.record([artifact for artifacts in output_dict.values() for artifact in artifacts],
+                     training.random_seed)
       # Training finished: the backup is only for resuming an interrupted run.
       if tf.io.gfile.exists(training.backup_dir):
         tf.io.gfile.rmtree(training.backup_dir)

@@ -3,6 +3,8 @@
 from tfx.types import component_spec
 from tfx.types import standard_component_specs
 
+from tfx_distillery.components.common import seeding
+
 STRATEGY_KEY = 'strategy'
 NUM_WORKERS_KEY = 'num_workers'
 NUM_PARAMETER_SERVERS_KEY = 'num_parameter_servers'
@@ -25,6 +27,7 @@ class DistributedTrainerSpec(standard_component_specs.TrainerSpec):
       COMMUNICATION_KEY: component_spec.ExecutionParameter(type=str),
       PROGRESS_TIMEOUT_KEY: component_spec.ExecutionParameter(type=float, optional=True),
       VERTEX_TRAINING_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      seeding.RANDOM_SEED_KEY: component_spec.ExecutionParameter(type=int, optional=True),
   }
   INPUTS = standard_component_specs.TrainerSpec.INPUTS
   OUTPUTS = standard_component_specs.TrainerSpec.OUTPUTS

@@ -115,6 +115,10 @@ def main(job_path: str, job_name: str, task_index: int) -> int:
   # Collective ops must be configured before any other TensorFlow work, so the
   # strategy is created now; run_fn gets this instance from strategy_for(), and a
   # module that builds its own MultiWorkerMirroredStrategy gets it too.
+  if training.random_seed is not None:
+    # Every process alike: replicas start from equal weights and draw the same way.
+    from tfx_distillery.components.common import seeding  # pylint: disable=g-import-not-at-top
+    seeding.seed_process(training.random_seed, training.deterministic)
   heartbeat.beat(heartbeat.SET_UP, 'joining the cluster (waiting for every worker)')
   strategy_lib.strategy_for()
   if training.strategy == 'multi_worker_mirrored':

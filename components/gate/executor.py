@@ -22,6 +22,41 @@ from tfx_distillery.components.gate import report
 from tfx_distillery.components.gate import spec as gate_spec
 
 
+def reasons_against(figures: Dict[str, Any], teacher_accuracy: float, majority: float,
+                    max_drop: float, max_bytes: int) -> List[str]:
+  """Why the gate refuses a candidate (none: it passes).
+
+  Args:
+    figures: The candidate's measurement, with `versus_majority` (its paired comparison
+      with always guessing the commonest class, on the same examples).
+    teacher_accuracy: The teacher's accuracy on the same examples.
+    majority: The majority class's share.
+    max_drop: The largest accuracy drop allowed against the teacher.
+    max_bytes: The size limit; negative for none.
+  """
+  reasons = []
+  drop = teacher_accuracy - figures['accuracy']
+  if figures['accuracy'] <= majority:
+    reasons.append(f'accuracy {figures["accuracy"]:.4f} is at or below the majority class '
+                   f'({majority:.4f}): it learnt less than always guessing the commonest '
+                   'class')
+  elif figures['versus_majority']['within_noise']:
+    lead = figures['versus_majority']
+    reasons.append(
+        f'its lead over the majority class is within noise: {lead["difference"]:+.4f} '
+        f'(95% interval {lead["interval"][0]:+.4f} to {lead["interval"][1]:+.4f}; right on '
+        f'{lead["wins"]} examples the constant guess misses, wrong on {lead["losses"]} it '
+        f'gets, McNemar p = {lead["p_value"]:.3f}): no better than always guessing the '
+        'commonest class')
+  if drop > max_drop:
+    reasons.append(f'accuracy {figures["accuracy"]:.4f} is {drop:.4f} below the teacher\'s '
+                   f'{teacher_accuracy:.4f}; at most {max_drop:.4f} is allowed')
+  if max_bytes >= 0 and figures['size_bytes'] > max_bytes:
+    reasons.append(f'size {figures["size_bytes"]} bytes exceeds max_model_bytes '
+                   f'{max_bytes}')
+  return reasons
+
+
 class Executor(base_executor.BaseExecutor):
   """Writes a ModelBlessing, the chosen model, and the decision with its reasons."""
 
@@ -57,7 +92,12 @@ class Executor(base_executor.BaseExecutor):
     baseline_dir = evaluation.serving_model_path(artifact_utils.get_single_uri(
         input_dict[gate_spec.BASELINE_MODEL_KEY]))
     baseline = {'model_dir': baseline_dir,
-                **measuring.measure(baseline_dir, evaluation_set, latency_runs)}
+                **measuring.measure(baseline_dir, evaluation_set, latency_runs,
+                                    keep_correct=True)}
+    baseline_correct = baseline.pop(measuring.CORRECT_KEY)
+    # Every candidate is compared with the teacher and with the constant majority guess on
+    # the same examples (McNemar), so a lead of a few examples is seen as what it is.
+    majority_correct = measuring.majority_correct(evaluation_set.labels)
     candidates, left_out = [], []
     candidate_artifacts = {}
     for key, name in zip(gate_spec.CANDIDATE_MODEL_KEYS, names):
@@ -75,27 +115,22 @@ class Executor(base_executor.BaseExecutor):
       model_dir = evaluation.serving_model_path(candidate_artifact.uri)
       # The artifact says what it is (the Quantizer marks its TFLite folders).
       figures = measuring.measure(model_dir, evaluation_set, latency_runs,
-                                  model_format=artifacts.model_format(candidate_artifact))
+                                  model_format=artifacts.model_format(candidate_artifact),
+                                  keep_correct=True)
       if measuring.has_raw_flatbuffer(model_dir):
         # What ships to a device is the raw-input flatbuffer alone: the gate measures it (size
         # of the file, accuracy and batch-1 latency on raw columns); the folder's figures stay.
         folder_figures = figures
-        figures = measuring.measure_raw_flatbuffer(model_dir, evaluation_set, latency_runs)
+        figures = measuring.measure_raw_flatbuffer(model_dir, evaluation_set, latency_runs,
+                                                   keep_correct=True)
         figures['output_kind'] = folder_figures['output_kind']
         figures['folder'] = {key: folder_figures[key]
                              for key in ('format', 'accuracy', 'size_bytes', 'latency_ms')}
+      correct = figures.pop(measuring.CORRECT_KEY)
+      figures['versus_teacher'] = measuring.paired_comparison(correct, baseline_correct)
+      figures['versus_majority'] = measuring.paired_comparison(correct, majority_correct)
       drop = baseline['accuracy'] - figures['accuracy']
-      reasons = []
-      if figures['accuracy'] <= majority:
-        reasons.append(f'accuracy {figures["accuracy"]:.4f} is at or below the majority class '
-                       f'({majority:.4f}): it learnt less than always guessing the commonest '
-                       'class')
-      if drop > max_drop:
-        reasons.append(f'accuracy {figures["accuracy"]:.4f} is {drop:.4f} below the teacher\'s '
-                       f'{baseline["accuracy"]:.4f}; at most {max_drop:.4f} is allowed')
-      if max_bytes >= 0 and figures['size_bytes'] > max_bytes:
-        reasons.append(f'size {figures["size_bytes"]} bytes exceeds max_model_bytes '
-                       f'{max_bytes}')
+      reasons = reasons_against(figures, baseline['accuracy'], majority, max_drop, max_bytes)
       if candidate_artifact.has_custom_property(artifacts.QUANTIZATION_PROPERTY):
         figures['quantization'] = candidate_artifact.get_string_custom_property(
             artifacts.QUANTIZATION_PROPERTY)

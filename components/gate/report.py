@@ -6,7 +6,7 @@ HTML-escaped.
 
 import html
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 import tensorflow as tf
 
@@ -14,6 +14,19 @@ from tfx_distillery.components.common import measuring
 
 HTML_FILE_NAME = 'report.html'
 PNG_FILE_NAME = 'report.png'
+
+
+def interval_text(interval: Optional[Sequence[float]]) -> str:
+  """`[0.881, 0.907]`, or `-` for a decision written before intervals were."""
+  return f'[{interval[0]:.3f}, {interval[1]:.3f}]' if interval else '-'
+
+
+def difference_text(comparison: Optional[dict]) -> str:
+  """`-0.0050 [-0.012, +0.002]`: a candidate's paired difference to the teacher."""
+  if not comparison:
+    return '-'
+  low, high = comparison['interval']
+  return f'{comparison["difference"]:+.4f} [{low:+.3f}, {high:+.3f}]'
 
 
 def model_format(figures: Dict[str, Any]) -> str:
@@ -79,7 +92,9 @@ def render_html(decision: Dict[str, Any], pushed_destination: Optional[str]) -> 
   rows = []
   teacher = decision['teacher']
   rows.append(f'<tr><td>teacher</td><td>{escape(teacher["format"])}</td>'
-              f'<td>{teacher["accuracy"]:.4f}</td><td>-</td><td>{teacher["size_bytes"]}</td>'
+              f'<td>{teacher["accuracy"]:.4f}</td>'
+              f'<td>{interval_text(teacher.get("accuracy_interval"))}</td><td>-</td>'
+              f'<td>-</td><td>{teacher["size_bytes"]}</td>'
               f'<td>{teacher["latency_ms"]:.3f}</td><td>-</td><td>-</td><td>baseline</td>'
               '<td></td></tr>')
   device_note = ''
@@ -99,7 +114,10 @@ def render_html(decision: Dict[str, Any], pushed_destination: Optional[str]) -> 
     rows.append(
         f'<tr class="{status}"><td>{escape(candidate["name"])}</td>'
         f'<td>{escape(model_format(candidate))}</td><td>{candidate["accuracy"]:.4f}</td>'
-        f'<td>{candidate["accuracy_drop"]:+.4f}</td><td>{candidate["size_bytes"]}</td>'
+        f'<td>{interval_text(candidate.get("accuracy_interval"))}</td>'
+        f'<td>{candidate["accuracy_drop"]:+.4f}</td>'
+        f'<td>{difference_text(candidate.get("versus_teacher"))}</td>'
+        f'<td>{candidate["size_bytes"]}</td>'
         f'<td>{candidate["latency_ms"]:.3f}</td>'
         f'<td>{candidate["folder"]["size_bytes"] if candidate.get("folder") else "-"}</td>'
         f'<td>{format(candidate["folder"]["latency_ms"], ".3f") if candidate.get("folder") else "-"}</td>'
@@ -107,7 +125,8 @@ def render_html(decision: Dict[str, Any], pushed_destination: Optional[str]) -> 
         f'<td>{escape("; ".join(candidate["reasons"]))}</td></tr>')
   for left_out in decision.get('left_out', []):
     rows.append(f'<tr class="left-out"><td>{escape(left_out["name"])}</td><td>-</td><td>-</td>'
-                '<td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>not a candidate</td>'
+                '<td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td>'
+                '<td>not a candidate</td>'
                 f'<td>{escape(left_out["reason"])}</td></tr>')
   sparsity_rows = [
       f'<tr><td>{escape(candidate["name"])}</td><td>{escape(layer)}</td><td>{value:.3f}</td></tr>'
@@ -128,7 +147,11 @@ tr.chosen{{background:#e6ffe6}} tr.rejected{{background:#ffecec}}</style></head>
 {f"and size at most {int(limit)} bytes" if limit is not None else "(no size limit)"}, on
 {decision["eval_examples"]} {escape(decision.get("split", "eval"))} examples (majority class {decision["majority_accuracy"]:.4f}).</p>
 {split_note}{device_note}
-<table><tr><th>model</th><th>format</th><th>accuracy</th><th>drop</th><th>bytes</th>
+<p>Accuracy intervals are Wilson's 95%; "vs teacher" is the paired difference on the same
+examples with its 95% interval. A candidate whose lead over the majority class fails
+McNemar's test at 5% is not blessed.</p>
+<table><tr><th>model</th><th>format</th><th>accuracy</th><th>95% interval</th><th>drop</th>
+<th>vs teacher (95% interval)</th><th>bytes</th>
 <th>latency (ms)</th><th>folder bytes</th><th>folder latency (ms)</th><th>gate</th><th>why</th></tr>
 {chr(10).join(rows)}
 </table>

@@ -1,6 +1,7 @@
 """IngestionTransform's executor: TFX's Transform executor with sharded, recorded output."""
 
 import contextlib
+import hashlib
 import json
 import os
 import uuid
@@ -107,6 +108,11 @@ class EncodeFn(beam.DoFn):
     yield beam.pvalue.TaggedOutput(PACKED_TAG, blocks)
 
 
+def canonical_example(record: bytes) -> bytes:
+  """A serialized tf.Example's bytes with its features in key order, the same in every process."""
+  return tf.train.Example.FromString(record).SerializeToString(deterministic=True)
+
+
 class WriteShardsFn(beam.DoFn):
   """Writes each bundle's lists of records round-robin into `num_shards` GZIP TFRecord files.
 
@@ -130,7 +136,12 @@ class WriteShardsFn(beam.DoFn):
     shard = self._count % self._num_shards
     self._count += 1
     if shard not in self._writers:
-      path = os.path.join(self._temporary_folder, f'{uuid.uuid4().hex}.gz')
+      # Named by the first example it holds, so that the files sort (and are numbered) the
+      # same way on every run over the same rows: a seeded reader then sees the same order.
+      # Re-serialized deterministically: the encoder's feature order varies between processes.
+      # The random part only keeps a retried bundle's file apart.
+      first = hashlib.sha256(canonical_example(records[0]) if records else b'').hexdigest()[:24]
+      path = os.path.join(self._temporary_folder, f'{first}-{uuid.uuid4().hex}.gz')
       self._writers[shard] = tf.io.TFRecordWriter(path, WRITE_OPTIONS)
       self._paths.append(path)
     write = self._writers[shard].write

@@ -13,6 +13,7 @@ from tfx.utils import json_utils
 from tfx_distillery.components.common import artifacts
 from tfx_distillery.components.common import labels
 from tfx_distillery.components.common import parameters
+from tfx_distillery.components.common import seeding
 from tfx_distillery.components.pruner import executor
 from tfx_distillery.components.pruner import spec as pruner_spec
 
@@ -126,7 +127,8 @@ class Pruner(base_component.BaseComponent):
                baseline_model: Optional[types.BaseChannel] = None,
                train_args: Optional[tfx.proto.TrainArgs] = None,
                eval_args: Optional[tfx.proto.EvalArgs] = None,
-               custom_config: Optional[Dict[str, Any]] = None):
+               custom_config: Optional[Dict[str, Any]] = None,
+               random_seed: Optional[int] = None):
     """Constructs a Pruner.
 
     Args:
@@ -161,11 +163,15 @@ class Pruner(base_component.BaseComponent):
       eval_args: Kept for symmetry with Trainer; the eval split is scored whole
         (up to 5,000 examples).
       custom_config: `batch_size` (64) and `learning_rate` (1e-4) of fine-tuning.
+      random_seed: Seeds the search's and each fine-tuning's draws, with op
+        determinism on: the same seed gives the same pruned model. None draws a
+        seed, used without op determinism; `metrics.json` and ML Metadata record it.
 
     Raises:
       ValueError: naming the argument that is not allowed.
     """
     parameters.refuse_secrets('custom_config', custom_config)
+    seeding.validate(random_seed)
     validate(target_sparsity, schedule, begin_step, end_step, block_size, m_by_n,
              max_accuracy_drop, sparsities, max_layer_accuracy_drop)
     labels.validate_label_key(label_key)
@@ -189,5 +195,6 @@ class Pruner(base_component.BaseComponent):
         train_args=train_args or tfx.proto.TrainArgs(num_steps=500),
         eval_args=eval_args or tfx.proto.EvalArgs(num_steps=100),
         custom_config=json_utils.dumps(custom_config),
+        random_seed=random_seed,
         pruned_model=types.Channel(type=standard_artifacts.Model),
         metrics=types.Channel(type=artifacts.ModelMetrics)))

@@ -28,6 +28,7 @@ from tfx_distillery.components.common import measuring
 from tfx_distillery.components.common import modeling
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.common import reading
+from tfx_distillery.components.common import seeding
 from tfx_distillery.components.pruner import sensitivity
 from tfx_distillery.components.pruner import spec as pruner_spec
 from tfx_distillery.components.quantizer import conversion
@@ -133,8 +134,12 @@ class Executor(base_executor.BaseExecutor):
   def Do(self, input_dict: Dict[str, List[types.Artifact]],
          output_dict: Dict[str, List[types.Artifact]],
          exec_properties: Dict[str, Any]) -> None:
-    with progress.component_timer('Pruner executor'):
+    self.random_seed, deterministic = seeding.from_properties(exec_properties)
+    with progress.component_timer('Pruner executor'), \
+        seeding.seeded(self.random_seed, deterministic, 'Pruner'):
       self._run(input_dict, output_dict, exec_properties)
+    seeding.record([artifact for artifacts in output_dict.values() for artifact in artifacts],
+                   self.random_seed)
 
   def _run(self, input_dict, output_dict, exec_properties) -> None:
     logger = progress.get_logger()
@@ -290,6 +295,7 @@ class Executor(base_executor.BaseExecutor):
     if outcome.pruned and outcome.not_a_candidate:
       logger.warning('WARNING: Pruner: the pruned model is not put to the gate: %s',
                      outcome.not_a_candidate)
+    metrics['random_seed'] = self.random_seed
     modeling.write_metrics(metrics_dir, metrics)
 
   def _scorer(self, model: tf_keras.Model) -> measuring.Scorer:

@@ -7,6 +7,7 @@ from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 
 from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.common import seeding
 
 TARGET_SPARSITY_KEY = 'target_sparsity'
 SCHEDULE_KEY = 'schedule'
@@ -28,6 +29,7 @@ class PrunerSpec(types.ComponentSpec):
   """Takes TFX's `model`, `examples` and `transform_graph`; gives a pruned SavedModel."""
 
   PARAMETERS = {
+      seeding.RANDOM_SEED_KEY: component_spec.ExecutionParameter(type=int, optional=True),
       TARGET_SPARSITY_KEY: component_spec.ExecutionParameter(type=float, optional=True),
       SCHEDULE_KEY: component_spec.ExecutionParameter(type=str),
       BEGIN_STEP_KEY: component_spec.ExecutionParameter(type=int),

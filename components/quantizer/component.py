@@ -9,6 +9,7 @@ from tfx.types import standard_artifacts
 
 from tfx_distillery.components.common import artifacts
 from tfx_distillery.components.common import labels
+from tfx_distillery.components.common import seeding
 from tfx_distillery.components.quantizer import conversion
 from tfx_distillery.components.quantizer import executor
 from tfx_distillery.components.quantizer import spec as quantizer_spec
@@ -95,7 +96,8 @@ class Quantizer(base_component.BaseComponent):
                latency_runs: int = 300,
                raw_examples: Optional[types.BaseChannel] = None,
                sparse_encoding: str = 'auto',
-               skip_not_a_candidate: bool = False):
+               skip_not_a_candidate: bool = False,
+               random_seed: Optional[int] = None):
     """Constructs a Quantizer.
 
     Args:
@@ -126,6 +128,9 @@ class Quantizer(base_component.BaseComponent):
         no smaller), convert nothing and mark this output too, so the gate leaves
         it out. For a chain that already quantizes the Pruner's input, as
         `create_pipeline` does; without it, the input is converted as usual.
+      random_seed: Seeds QAT's fine-tuning and any other draw, with op determinism
+        on: the same seed gives the same flatbuffer. None draws a seed, used
+        without op determinism; `metrics.json` and ML Metadata record it.
 
     Raises:
       ValueError: naming the argument that is not allowed.
@@ -133,6 +138,7 @@ class Quantizer(base_component.BaseComponent):
     validate(mode, io_type, representative_samples, qat_steps, preserve_sparsity,
              eval_examples, latency_runs)
     labels.validate_label_key(label_key)
+    seeding.validate(random_seed)
     if not isinstance(strict_int8, bool):
       raise ValueError(f'strict_int8 must be True or False; got {strict_int8!r}.')
     if sparse_encoding not in quantizer_spec.SPARSE_ENCODINGS:
@@ -148,5 +154,6 @@ class Quantizer(base_component.BaseComponent):
         latency_runs=latency_runs, label_column=label_column, label_key=label_key,
         strict_int8=int(strict_int8), raw_examples=raw_examples,
         sparse_encoding=sparse_encoding, skip_not_a_candidate=int(skip_not_a_candidate),
+        random_seed=random_seed,
         quantized_model=types.Channel(type=standard_artifacts.Model),
         metrics=types.Channel(type=artifacts.ModelMetrics)))

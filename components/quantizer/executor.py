@@ -22,6 +22,7 @@ from tfx_distillery.components.common import measuring
 from tfx_distillery.components.common import modeling
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.common import reading
+from tfx_distillery.components.common import seeding
 from tfx_distillery.components.common import shapes
 from tfx_distillery.components.quantizer import conversion
 from tfx_distillery.components.quantizer import predict
@@ -85,8 +86,12 @@ class Executor(base_executor.BaseExecutor):
   def Do(self, input_dict: Dict[str, List[types.Artifact]],
          output_dict: Dict[str, List[types.Artifact]],
          exec_properties: Dict[str, Any]) -> None:
-    with progress.component_timer('Quantizer executor'):
+    self.random_seed, deterministic = seeding.from_properties(exec_properties)
+    with progress.component_timer('Quantizer executor'), \
+        seeding.seeded(self.random_seed, deterministic, 'Quantizer'):
       self._quantize(input_dict, output_dict, exec_properties)
+    seeding.record([artifact for artifacts in output_dict.values() for artifact in artifacts],
+                   self.random_seed)
 
   def _quantize(self, input_dict, output_dict, exec_properties) -> None:
     logger = progress.get_logger()
@@ -253,6 +258,7 @@ class Executor(base_executor.BaseExecutor):
     quantized_artifact.set_string_custom_property(artifacts.MODEL_FORMAT_PROPERTY,
                                                   predict.MODEL_FORMAT)
     quantized_artifact.set_string_custom_property(artifacts.QUANTIZATION_PROPERTY, mode)
+    metrics['random_seed'] = self.random_seed
     modeling.write_metrics(metrics_dir, metrics)
 
   def _sparse_or_dense(self, model, mode, representative_features, io_type, strict_int8,

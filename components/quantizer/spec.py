@@ -6,6 +6,7 @@ from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 
 from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.common import seeding
 
 MODE_KEY = 'mode'
 IO_TYPE_KEY = 'io_type'
@@ -29,6 +30,7 @@ class QuantizerSpec(types.ComponentSpec):
   """Takes TFX's `model`, `examples` and `transform_graph`; gives a TFLite model."""
 
   PARAMETERS = {
+      seeding.RANDOM_SEED_KEY: component_spec.ExecutionParameter(type=int, optional=True),
       MODE_KEY: component_spec.ExecutionParameter(type=str),
       IO_TYPE_KEY: component_spec.ExecutionParameter(type=str),
       REPRESENTATIVE_SAMPLES_KEY: component_spec.ExecutionParameter(type=int),

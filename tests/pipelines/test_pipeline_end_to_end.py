@@ -29,7 +29,7 @@ MODEL_NAMES = {'teacher', 'student', 'student_full_integer'}
 LEFT_OUT = {'pruned', 'pruned_full_integer'}
 
 
-def run_pipeline(tmp_path, data_root, **gate):
+def run_pipeline(tmp_path, data_root, random_seed=None, **gate):
   metadata_path = str(tmp_path / 'metadata.sqlite')
   taxi = datasets.resolve('taxi', str(tmp_path))
   tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
@@ -57,7 +57,8 @@ def run_pipeline(tmp_path, data_root, **gate):
       # 100 training steps learn little: this run checks the wiring, so any accuracy above
       # the majority class passes.
       max_accuracy_drop=gate.get('max_accuracy_drop', 1.0),
-      max_model_bytes=gate.get('max_model_bytes')))
+      max_model_bytes=gate.get('max_model_bytes'),
+      random_seed=random_seed))
   return metadata_path
 
 

@@ -1,0 +1,92 @@
+"""One seed, one model: the chain run twice with a seed, in fresh pipeline roots, makes the
+same teacher, student, pruned model and int8 flatbuffer, and the same gate table."""
+
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfx_distillery.components.common import seeding
+from tfx_distillery.pipelines import datasets
+from tfx_distillery.pipelines import summary
+from tests.pipelines import test_pipeline_end_to_end as chain
+
+SEED = 7
+TRAINED = ('DistributedTrainer', 'Distiller', 'Pruner')
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+  data_root = datasets.sample_csv(datasets.taxi_data_dir(),
+                                  str(tmp_path_factory.mktemp('data')), rows=2000)
+  return {name: chain.run_pipeline(tmp_path_factory.mktemp(name), data_root, random_seed=seed)
+          for name, seed in (('first', SEED), ('again', SEED), ('other', SEED + 1))}
+
+
+def outputs(metadata_path):
+  """{node: uri} of every Model and its metrics, and the gate's report."""
+  store = summary.open_store(metadata_path)
+  found = {}
+  for type_name in ('Model', 'distillery.ModelMetrics'):
+    for artifact in summary.pipeline_artifacts(store, chain.PIPELINE_NAME, type_name):
+      found[(summary.producer_node(store, artifact), type_name)] = artifact
+  return found
+
+
+def weights(model_uri):
+  """Every variable of a SavedModel's checkpoint, by name."""
+  reader = tf.train.load_checkpoint(os.path.join(model_uri, 'Format-Serving', 'variables',
+                                                 'variables'))
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if not name.startswith('_CHECKPOINTABLE_OBJECT_GRAPH')}
+
+
+def same_weights(left, right):
+  return left.keys() == right.keys() and all(
+      np.array_equal(left[name], right[name]) for name in left)
+
+
+def flatbuffers(model_uri):
+  return {os.path.basename(path): open(path, 'rb').read()
+          for path in sorted(glob.glob(os.path.join(model_uri, 'Format-Serving', '*.tflite')))}
+
+
+def gate_table(metadata_path):
+  """The gate's decision without its timings (latency is measured, not drawn)."""
+  decision = summary.summarize_run(metadata_path, chain.PIPELINE_NAME).gate_decision
+  return {'chosen': decision['chosen'], 'blessed': decision['blessed'],
+          'candidates': [{key: candidate.get(key) for key in
+                          ('name', 'accuracy', 'size_bytes', 'passed', 'reasons')}
+                         for candidate in decision['candidates']],
+          'baseline': decision.get('baseline_accuracy')}
+
+
+def test_the_same_seed_trains_the_same_weights_at_every_stage(runs):
+  first, again = outputs(runs['first']), outputs(runs['again'])
+  for node in TRAINED:
+    assert same_weights(weights(first[(node, 'Model')].uri),
+                        weights(again[(node, 'Model')].uri)), node
+  quantized = flatbuffers(first[('Quantizer_student_full_integer', 'Model')].uri)
+  assert quantized and quantized == flatbuffers(
+      again[('Quantizer_student_full_integer', 'Model')].uri)
+  assert gate_table(runs['first']) == gate_table(runs['again'])
+
+
+def test_another_seed_trains_other_weights(runs):
+  first, other = outputs(runs['first']), outputs(runs['other'])
+  for node in ('DistributedTrainer', 'Distiller'):
+    assert not same_weights(weights(first[(node, 'Model')].uri),
+                            weights(other[(node, 'Model')].uri)), node
+
+
+def test_the_seed_is_recorded_in_ml_metadata_and_metrics(runs):
+  found = outputs(runs['first'])
+  for node in TRAINED + ('Quantizer_student_full_integer',):
+    artifact = found[(node, 'Model')]
+    assert artifact.custom_properties[seeding.SEED_PROPERTY].int_value == SEED, node
+  for node in ('Distiller', 'Pruner'):
+    with open(os.path.join(found[(node, 'distillery.ModelMetrics')].uri, 'metrics.json')) as handle:
+      assert json.load(handle)['random_seed'] == SEED, node
