@@ -58,10 +58,14 @@ def seed_process(random_seed: int, deterministic: bool) -> None:
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import tf_keras  # pylint: disable=g-import-not-at-top
+  if deterministic:
+    # Keras numbers its layers per process (dense_4, dense_9): a component that runs after
+    # others in one process (LocalDagRunner, a notebook) would name, and so serialize, the
+    # same model differently. Nothing built before this component is used in it.
+    tf_keras.backend.clear_session()
+    tf.config.experimental.enable_op_determinism()
   random.seed(random_seed)
   tf_keras.utils.set_random_seed(random_seed)
-  if deterministic:
-    tf.config.experimental.enable_op_determinism()
 
 
 @contextlib.contextmanager

@@ -4,6 +4,9 @@ same teacher, student, pruned model and int8 flatbuffer, and the same gate table
 import glob
 import json
 import os
+import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -15,15 +18,22 @@ from tfx_distillery.pipelines import summary
 from tests.pipelines import test_pipeline_end_to_end as chain
 
 SEED = 7
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAINED = ('DistributedTrainer', 'Distiller', 'Pruner')
 
 
 @pytest.fixture(scope='module')
 def runs(tmp_path_factory):
+  """Each run in its own process, as a user re-runs `distillery run --seed`."""
   data_root = datasets.sample_csv(datasets.taxi_data_dir(),
                                   str(tmp_path_factory.mktemp('data')), rows=2000)
-  return {name: chain.run_pipeline(tmp_path_factory.mktemp(name), data_root, random_seed=seed)
-          for name, seed in (('first', SEED), ('again', SEED), ('other', SEED + 1))}
+  metadata_paths = {}
+  for name, seed in (('first', SEED), ('again', SEED), ('other', SEED + 1)):
+    work_dir = tmp_path_factory.mktemp(name)
+    subprocess.run([sys.executable, '-m', 'tests.pipelines.test_same_seed', str(work_dir),
+                    data_root, str(seed)], check=True, timeout=900, cwd=REPOSITORY)
+    metadata_paths[name] = str(work_dir / 'metadata.sqlite')
+  return metadata_paths
 
 
 def outputs(metadata_path):
@@ -90,3 +100,8 @@ def test_the_seed_is_recorded_in_ml_metadata_and_metrics(runs):
   for node in ('Distiller', 'Pruner'):
     with open(os.path.join(found[(node, 'distillery.ModelMetrics')].uri, 'metrics.json')) as handle:
       assert json.load(handle)['random_seed'] == SEED, node
+
+
+if __name__ == '__main__':
+  # One seeded run of the small chain: WORK_DIR DATA_ROOT SEED.
+  chain.run_pipeline(pathlib.Path(sys.argv[1]), sys.argv[2], random_seed=int(sys.argv[3]))

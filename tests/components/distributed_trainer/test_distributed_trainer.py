@@ -52,6 +52,7 @@ def run_executor(data, output_dir, module_file=TABULAR_TEACHER, train_steps=40, 
       'num_parameter_servers': settings.get('num_parameter_servers', 0),
       'communication': settings.get('communication', 'auto'),
       'progress_timeout_seconds': settings.get('progress_timeout_seconds', 600.0),
+      'random_seed': settings.get('random_seed'),
   }
   trainer_executor.Executor().Do(
       {standard_component_specs.EXAMPLES_KEY: [examples],
@@ -59,6 +60,24 @@ def run_executor(data, output_dir, module_file=TABULAR_TEACHER, train_steps=40, 
       {standard_component_specs.MODEL_KEY: [model],
        standard_component_specs.MODEL_RUN_KEY: [model_run]}, exec_properties)
   return model.uri, model_run.uri
+
+
+def checkpoint(model_uri):
+  reader = tf.train.load_checkpoint(os.path.join(model_uri, 'Format-Serving', 'variables',
+                                                 'variables'))
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if not name.startswith('_CHECKPOINTABLE_OBJECT_GRAPH')}
+
+
+def test_two_seeded_workers_train_the_same_weights_twice_and_record_the_seed(data, tmp_path):
+  first, first_run = run_executor(data, str(tmp_path / 'first'), num_workers=2, random_seed=5)
+  again, _ = run_executor(data, str(tmp_path / 'again'), num_workers=2, random_seed=5)
+  first_weights, again_weights = checkpoint(first), checkpoint(again)
+  assert first_weights.keys() == again_weights.keys()
+  for name, value in first_weights.items():
+    assert (value == again_weights[name]).all(), name
+  with open(os.path.join(first_run, 'metrics.json')) as handle:
+    assert json.load(handle)['random_seed'] == 5
 
 
 def serves_predictions(model_uri, raw_rows):
