@@ -18,6 +18,7 @@ from tfx.components.transform import labels
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 from tfx_bsl.coders import example_coder
+from google.protobuf import message
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import schema_utils
@@ -109,8 +110,14 @@ class EncodeFn(beam.DoFn):
 
 
 def canonical_example(record: bytes) -> bytes:
-  """A serialized tf.Example's bytes with its features in key order, the same in every process."""
-  return tf.train.Example.FromString(record).SerializeToString(deterministic=True)
+  """A serialized tf.Example's bytes with its features in key order, the same in every process.
+
+  A record that is no tf.Example is its own canonical form.
+  """
+  try:
+    return tf.train.Example.FromString(record).SerializeToString(deterministic=True)
+  except message.DecodeError:
+    return record
 
 
 class WriteShardsFn(beam.DoFn):

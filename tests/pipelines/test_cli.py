@@ -33,9 +33,11 @@ def iris_run(tmp_path_factory):
   workdir = tmp_path / 'elsewhere'
   workdir.mkdir()
   result = distillery('run', '--dataset', 'csv', '--data', data, '--label', 'variety',
-                      '--train-steps', '200', '--student-train-steps', '200',
-                      # Any candidate above the majority class passes, so the smallest (an
-                      # int8 TFLite folder) is pushed.
+                      '--train-steps', '200', '--student-train-steps', '1000',
+                      # Any candidate clearly above the majority class passes (the gate's
+                      # McNemar test: on 20 test rows a 200-step student at 0.60 against a
+                      # majority of 0.55 is within noise), so the smallest (an int8 TFLite
+                      # folder) is pushed.
                       '--max-accuracy-drop', '1.0', home=tmp_path / 'home', cwd=workdir)
   return tmp_path, result
 

@@ -29,7 +29,12 @@ MODEL_NAMES = {'teacher', 'student', 'student_full_integer'}
 LEFT_OUT = {'pruned', 'pruned_full_integer'}
 
 
-def run_pipeline(tmp_path, data_root, random_seed=None, **gate):
+# The run is seeded so that its gate decision is the same on every machine run: the
+# wiring is what it checks, not how often a few hundred steps beat the majority class.
+E2E_SEED = 0
+
+
+def run_pipeline(tmp_path, data_root, random_seed=E2E_SEED, **gate):
   metadata_path = str(tmp_path / 'metadata.sqlite')
   taxi = datasets.resolve('taxi', str(tmp_path))
   tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
@@ -42,7 +47,7 @@ def run_pipeline(tmp_path, data_root, random_seed=None, **gate):
       label_column=taxi.label_column,
       schema_path=taxi.schema_file,
       serving_model_dir=str(tmp_path / 'serving'),
-      train_steps=100,
+      train_steps=300,
       eval_steps=5,
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata_path),
@@ -50,12 +55,13 @@ def run_pipeline(tmp_path, data_root, random_seed=None, **gate):
       # The 1,351-parameter student needs a larger step than the default to leave the
       # majority class within this budget.
       student_config={'epochs': 2, 'learning_rate': 0.01},
-      student_train_steps=200,
+      student_train_steps=600,
       distillation={'train_baseline': False},
       pruning_steps=20,
       pruning={'sparsities': (0.5, 0.8)},
-      # 100 training steps learn little: this run checks the wiring, so any accuracy above
-      # the majority class passes.
+      # A few hundred steps learn little: this run checks the wiring, so any accuracy clearly
+      # above the majority class passes (at 100 and 200 steps the student's lead, 0.794
+      # against 0.763 on 427 test rows, was within noise: McNemar p = 0.06).
       max_accuracy_drop=gate.get('max_accuracy_drop', 1.0),
       max_model_bytes=gate.get('max_model_bytes'),
       random_seed=random_seed))
