@@ -230,3 +230,11 @@ class ProgressLines:
   def __exit__(self, *exc_info):
     from tfx_distillery.components.common import progress  # pylint: disable=import-outside-toplevel
     progress.get_logger().removeHandler(self._handler)
+
+
+def model_weights(model_uri):
+  """Every variable of a Model artifact's SavedModel checkpoint, by name (numpy arrays)."""
+  reader = tf.train.load_checkpoint(os.path.join(model_uri, 'Format-Serving', 'variables',
+                                                 'variables'))
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if not name.startswith('_CHECKPOINTABLE_OBJECT_GRAPH')}

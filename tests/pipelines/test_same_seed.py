@@ -10,11 +10,11 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from tfx_distillery.components.common import seeding
 from tfx_distillery.pipelines import datasets
 from tfx_distillery.pipelines import summary
+from tests import helpers
 from tests.pipelines import test_pipeline_end_to_end as chain
 
 SEED = 7
@@ -46,14 +46,6 @@ def outputs(metadata_path):
   return found
 
 
-def weights(model_uri):
-  """Every variable of a SavedModel's checkpoint, by name."""
-  reader = tf.train.load_checkpoint(os.path.join(model_uri, 'Format-Serving', 'variables',
-                                                 'variables'))
-  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-          if not name.startswith('_CHECKPOINTABLE_OBJECT_GRAPH')}
-
-
 def same_weights(left, right):
   return left.keys() == right.keys() and all(
       np.array_equal(left[name], right[name]) for name in left)
@@ -77,8 +69,8 @@ def gate_table(metadata_path):
 def test_the_same_seed_trains_the_same_weights_at_every_stage(runs):
   first, again = outputs(runs['first']), outputs(runs['again'])
   for node in TRAINED:
-    assert same_weights(weights(first[(node, 'Model')].uri),
-                        weights(again[(node, 'Model')].uri)), node
+    assert same_weights(helpers.model_weights(first[(node, 'Model')].uri),
+                        helpers.model_weights(again[(node, 'Model')].uri)), node
   quantized = flatbuffers(first[('Quantizer_student_full_integer', 'Model')].uri)
   assert quantized and quantized == flatbuffers(
       again[('Quantizer_student_full_integer', 'Model')].uri)
@@ -88,8 +80,8 @@ def test_the_same_seed_trains_the_same_weights_at_every_stage(runs):
 def test_another_seed_trains_other_weights(runs):
   first, other = outputs(runs['first']), outputs(runs['other'])
   for node in ('DistributedTrainer', 'Distiller'):
-    assert not same_weights(weights(first[(node, 'Model')].uri),
-                            weights(other[(node, 'Model')].uri)), node
+    assert not same_weights(helpers.model_weights(first[(node, 'Model')].uri),
+                            helpers.model_weights(other[(node, 'Model')].uri)), node
 
 
 def test_the_seed_is_recorded_in_ml_metadata_and_metrics(runs):

@@ -28,20 +28,15 @@ def distiller(random_seed):
       teacher_model=helpers.channel(standard_artifacts.Model), random_seed=random_seed)
 
 
-def pruner(random_seed):
-  return components.Pruner(
-      model=helpers.channel(standard_artifacts.Model),
-      examples=helpers.channel(standard_artifacts.Examples),
-      transform_graph=helpers.channel(standard_artifacts.TransformGraph),
-      random_seed=random_seed)
-
-
-def quantizer(random_seed):
-  return components.Quantizer(
-      model=helpers.channel(standard_artifacts.Model),
-      examples=helpers.channel(standard_artifacts.Examples),
-      transform_graph=helpers.channel(standard_artifacts.TransformGraph),
-      random_seed=random_seed)
+def compressor(component_class):
+  """A Pruner or Quantizer builder: both take a model, examples and the transform graph."""
+  def build(random_seed):
+    return component_class(
+        model=helpers.channel(standard_artifacts.Model),
+        examples=helpers.channel(standard_artifacts.Examples),
+        transform_graph=helpers.channel(standard_artifacts.TransformGraph),
+        random_seed=random_seed)
+  return build
 
 
 def chain(random_seed):
@@ -51,7 +46,8 @@ def chain(random_seed):
       random_seed=random_seed)
 
 
-BUILDERS = [trainer, distiller, pruner, quantizer, chain]
+BUILDERS = [trainer, distiller, compressor(components.Pruner),
+            compressor(components.Quantizer), chain]
 
 
 @pytest.mark.parametrize('build', BUILDERS)

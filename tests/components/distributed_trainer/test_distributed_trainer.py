@@ -62,17 +62,10 @@ def run_executor(data, output_dir, module_file=TABULAR_TEACHER, train_steps=40, 
   return model.uri, model_run.uri
 
 
-def checkpoint(model_uri):
-  reader = tf.train.load_checkpoint(os.path.join(model_uri, 'Format-Serving', 'variables',
-                                                 'variables'))
-  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-          if not name.startswith('_CHECKPOINTABLE_OBJECT_GRAPH')}
-
-
 def test_two_seeded_workers_train_the_same_weights_twice_and_record_the_seed(data, tmp_path):
   first, first_run = run_executor(data, str(tmp_path / 'first'), num_workers=2, random_seed=5)
   again, _ = run_executor(data, str(tmp_path / 'again'), num_workers=2, random_seed=5)
-  first_weights, again_weights = checkpoint(first), checkpoint(again)
+  first_weights, again_weights = helpers.model_weights(first), helpers.model_weights(again)
   assert first_weights.keys() == again_weights.keys()
   for name, value in first_weights.items():
     assert (value == again_weights[name]).all(), name
