@@ -542,28 +542,7 @@ def paired_comparison(correct: np.ndarray, other_correct: np.ndarray) -> Dict[st
 
 def majority_accuracy(labels: np.ndarray) -> float:
   """Accuracy of always predicting the most common class."""
-  labels = np.asarray(labels, dtype=np.int64)
-  counts = np.unique(labels, return_counts=True)[1]
-  return float(counts.max() / max(1, len(labels)))
-
-
-# How many standard errors above the majority class an accuracy must be to count as learnt.
-MAJORITY_MARGIN_STANDARD_ERRORS = 1.96
-
-
-def majority_noise(majority: float, examples: int) -> float:
-  """The accuracy lead over the majority class that chance alone reaches (1.96 standard errors).
-
-  Under "no better than always guessing the commonest class", an accuracy measured on
-  `examples` examples has the binomial standard error of the majority share.
-  """
-  return MAJORITY_MARGIN_STANDARD_ERRORS * float(
-      np.sqrt(majority * (1.0 - majority) / max(1, examples)))
-
-
-def clearly_above_majority(model_accuracy: float, majority: float, examples: int) -> bool:
-  """Whether `model_accuracy` beats the majority class by more than `majority_noise`."""
-  return model_accuracy - majority > majority_noise(majority, examples)
+  return float(np.mean(majority_correct(labels))) if len(labels) else 0.0
 
 
 def median_latency_ms(call: Callable[[], object], runs: int) -> float:

@@ -8,8 +8,9 @@ import dataclasses
 import itertools
 import json
 import math
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 import tf_keras
 import tensorflow_transform as tft
@@ -217,6 +218,54 @@ class DistillationModel(tf_keras.Model):
     return [self.loss_tracker] + super().metrics
 
 
+def choose_trial(trials: List[dict], correct: List[np.ndarray], default_temperature: float,
+                 default_alpha: float) -> Dict[str, Any]:
+  """The tuning grid's choice, moved from the defaults only by a lead beyond noise.
+
+  The incumbent is the trial at the default temperature and alpha (the grid's first trial
+  when the defaults are not in it). The trial with the best validation accuracy replaces
+  it only when it is better on the same validation examples beyond noise (McNemar at 5%):
+  on a small slice most of the grid is within a few examples of the rest.
+
+  Args:
+    trials: One dict per grid point, with `temperature` and `alpha`; gains, per trial,
+      `versus_incumbent` (the paired comparison) and `chosen`.
+    correct: Per trial, whether each validation example was predicted right.
+    default_temperature: The settings' temperature.
+    default_alpha: The settings' alpha.
+
+  Returns:
+    `temperature`, `alpha` and `why` (one line for the log and metrics).
+  """
+  incumbent = next((index for index, trial in enumerate(trials)
+                    if (trial['temperature'], trial['alpha'])
+                    == (float(default_temperature), float(default_alpha))), 0)
+  for trial, trial_correct in zip(trials, correct):
+    trial['versus_incumbent'] = measuring.paired_comparison(trial_correct, correct[incumbent])
+  best = max(range(len(trials)), key=lambda index: trials[index]['validation_accuracy'])
+  comparison = trials[best]['versus_incumbent']
+  chosen = incumbent if comparison['within_noise'] else best
+  for index, trial in enumerate(trials):
+    trial['chosen'] = index == chosen
+
+  def setting(index: int) -> str:
+    return f"temperature={trials[index]['temperature']:g} alpha={trials[index]['alpha']:g}"
+
+  if chosen == incumbent and best != incumbent:
+    why = (f'kept {setting(incumbent)}: the best trial ({setting(best)}) leads it by '
+           f"{comparison['difference']:+.4f} on validation, within noise "
+           f"({comparison['wins']} wins, {comparison['losses']} losses, McNemar "
+           f"p = {comparison['p_value']:.3f})")
+  elif chosen == incumbent:
+    why = f'kept {setting(incumbent)}: no trial did better on validation'
+  else:
+    why = (f'chose {setting(best)}: it beats {setting(incumbent)} by '
+           f"{comparison['difference']:+.4f} on validation beyond noise (McNemar "
+           f"p = {comparison['p_value']:.3f})")
+  return {'temperature': trials[chosen]['temperature'], 'alpha': trials[chosen]['alpha'],
+          'why': why}
+
+
 def check_student(student, units: int, num_classes: int, features: Dict[str, tf.Tensor],
                   label_key: str = labels.DEFAULT_LABEL_KEY) -> None:
   """Raises ValueError unless `student` is a tf_keras model with `units` outputs."""
@@ -259,6 +308,7 @@ class Distillation:
     self.settings = settings
     self.logger = progress.get_logger()
     self.teachers = []
+    self.tuning_choice = None  # Why tuning chose its setting, when it runs.
 
     def load_teachers_and_resolve_classes(strategy):
       with strategy.scope():
@@ -353,13 +403,14 @@ class Distillation:
         self.fn_args.train_files, 'train (held-out slice)', self.run.tf_transform_output,
         self.settings.label_key, self.settings.eval_examples, compression,
         reading.hash_slice(compression, percent, held_out=True))
-    trials = []
+    trials, correct = [], []
     grid = list(itertools.product(self.settings.temperatures, self.settings.alphas))
     for number, (temperature, alpha) in enumerate(grid, start=1):
       student = self.train_student(temperature, alpha,
                                    f'trial{number}-T{temperature:g}-alpha{alpha:g}',
                                    training_slice)
-      trial_accuracy = measuring.accuracy(self.scorer(student), validation)
+      correct.append(measuring.correct_predictions(self.scorer(student), validation))
+      trial_accuracy = float(np.mean(correct[-1]))
       trials.append({'temperature': float(temperature), 'alpha': float(alpha),
                      'validation_accuracy': trial_accuracy})
       self.logger.info('tuning trial %d/%d: temperature=%g alpha=%g validation accuracy %.4f',
@@ -367,8 +418,10 @@ class Distillation:
     scratch = self.train_student(1.0, 1.0, 'trial-scratch', training_slice)
     scratch_accuracy = measuring.accuracy(self.scorer(scratch), validation)
     self.logger.info('tuning: from-scratch student validation accuracy %.4f', scratch_accuracy)
-    best = max(trials, key=lambda trial: trial['validation_accuracy'])
-    return best['temperature'], best['alpha'], trials, scratch_accuracy
+    chosen = choose_trial(trials, correct, self.settings.temperature, self.settings.alpha)
+    self.logger.info('tuning: %s', chosen['why'])
+    self.tuning_choice = chosen['why']
+    return chosen['temperature'], chosen['alpha'], trials, scratch_accuracy
 
   def execute(self, metrics_dir: str) -> Dict:
     """Runs the whole distillation, exports the chosen student and writes the metrics."""
@@ -380,12 +433,13 @@ class Distillation:
       self.logger.info('tuning chose temperature=%g alpha=%g', temperature, alpha)
     student = self.train_student(temperature, alpha, 'student')
     eval_set = self.eval_set
+    student_correct = measuring.correct_predictions(self.scorer(student), eval_set)
     metrics = {
         'teacher_accuracy': [measuring.accuracy(teacher, eval_set) for teacher in self.teachers],
         'teacher_parameters': [teacher.count_params() for teacher in self.teachers],
         'teacher_output_kinds': [teacher.output_kind for teacher in self.teachers],
         'teacher_formats': [teacher.format for teacher in self.teachers],
-        'student_accuracy': measuring.accuracy(self.scorer(student), eval_set),
+        'student_accuracy': float(np.mean(student_correct)),
         'student_parameters': int(student.count_params()),
         'student': self.student_description,
         'majority_accuracy': measuring.majority_accuracy(eval_set.labels),
@@ -396,6 +450,7 @@ class Distillation:
         'multi_teacher_mode': settings.multi_teacher_mode,
         'tuned': settings.tune,
         'trials': trials,
+        'tuning_choice': self.tuning_choice,
         'exported_student': 'distilled',
         'eval_split': eval_set.split,
         'eval_examples': eval_set.size,
@@ -410,9 +465,13 @@ class Distillation:
       # Like for like: the same student, data, budget and seed as the distilled one just
       # trained (at the tuned setting, when tuning), labels only; both measured on eval.
       scratch = self.train_student(1.0, 1.0, 'scratch')
-      metrics['scratch_accuracy'] = measuring.accuracy(self.scorer(scratch), eval_set)
-      metrics['scratch_beats_distilled'] = (metrics['scratch_accuracy']
-                                            > metrics['student_accuracy'])
+      scratch_correct = measuring.correct_predictions(self.scorer(scratch), eval_set)
+      metrics['scratch_accuracy'] = float(np.mean(scratch_correct))
+      # Paired on the same eval examples: scratch "beats" the distilled student only beyond
+      # noise (McNemar at 5%); a lead of a few examples is no reason to switch.
+      comparison = measuring.paired_comparison(scratch_correct, student_correct)
+      metrics['scratch_versus_distilled'] = comparison
+      metrics['scratch_beats_distilled'] = not comparison['within_noise']
       if settings.tune:
         metrics['scratch_validation_accuracy'] = scratch_validation_accuracy
       if metrics['scratch_beats_distilled'] and settings.tune:
@@ -421,13 +480,15 @@ class Distillation:
         self.logger.warning(
             'WARNING: after tuning, the student trained from scratch (eval accuracy %.4f) beats '
             'the distilled one retrained at temperature=%g alpha=%g (%.4f) on the same data, '
-            'budget and seed; exporting the from-scratch student.',
-            metrics['scratch_accuracy'], temperature, alpha, metrics['student_accuracy'])
+            'budget and seed, beyond noise (McNemar p = %.3f); exporting the from-scratch '
+            'student.', metrics['scratch_accuracy'], temperature, alpha,
+            metrics['student_accuracy'], comparison['p_value'])
       elif metrics['scratch_beats_distilled']:
         self.logger.warning(
             'WARNING: the distilled student (eval accuracy %.4f) is worse than the same student '
-            'trained from scratch (%.4f) at temperature=%g alpha=%g; try tune=True.',
-            metrics['student_accuracy'], metrics['scratch_accuracy'], temperature, alpha)
+            'trained from scratch (%.4f) beyond noise (McNemar p = %.3f) at temperature=%g '
+            'alpha=%g; try tune=True.', metrics['student_accuracy'],
+            metrics['scratch_accuracy'], comparison['p_value'], temperature, alpha)
     metrics['exported_accuracy'] = (metrics['scratch_accuracy']
                                     if metrics['exported_student'] == 'scratch'
                                     else metrics['student_accuracy'])

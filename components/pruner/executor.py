@@ -188,14 +188,18 @@ class Executor(base_executor.BaseExecutor):
     self.output_kind = dense_scorer.output_kind or dense_scorer.resolve_output_kind(
         next(self.eval_set.batches(64)))
     self.dense_scorer = self._scorer(self.dense_model)
-    dense_accuracy = measuring.accuracy(self.dense_scorer, self.eval_set)
-    majority = self.majority = measuring.majority_accuracy(self.eval_set.labels)
+    dense_correct = measuring.correct_predictions(self.dense_scorer, self.eval_set)
+    dense_accuracy = float(np.mean(dense_correct))
+    # Per example, so that every comparison below is paired on the same eval examples.
+    self.majority_correct = measuring.majority_correct(self.eval_set.labels)
+    majority = self.majority = float(np.mean(self.majority_correct))
     baseline = input_dict.get(pruner_spec.BASELINE_MODEL_KEY)
-    baseline_accuracy, baseline_name = dense_accuracy, 'input model'
+    self.baseline_correct, baseline_name = dense_correct, 'input model'
     if baseline:
-      baseline_accuracy = measuring.accuracy(measuring.load_scorer(
+      self.baseline_correct = measuring.correct_predictions(measuring.load_scorer(
           evaluation.serving_model_path(artifact_utils.get_single_uri(baseline))), self.eval_set)
       baseline_name = 'baseline (teacher)'
+    baseline_accuracy = float(np.mean(self.baseline_correct))
     self.prunable = self._prunable_weights()
     layer_allowance = exec_properties.get(pruner_spec.MAX_LAYER_ACCURACY_DROP_KEY)
     # By default a layer may go as far as pruning it alone leaves the model above the
@@ -232,7 +236,8 @@ class Executor(base_executor.BaseExecutor):
                                 baseline_name))
 
     if outcome.pruned:
-      pruned_accuracy = measuring.accuracy(self._scorer(outcome.model), self.eval_set)
+      pruned_correct = measuring.correct_predictions(self._scorer(outcome.model), self.eval_set)
+      pruned_accuracy = float(np.mean(pruned_correct))
       modeling.export_serving_model(outcome.model, self.tf_transform_output,
                                     exec_properties[pruner_spec.LABEL_COLUMN_KEY], output_dir)
       dense_gzip = measuring.gzip_bytes(conversion.convert(self.dense_model))
@@ -241,7 +246,8 @@ class Executor(base_executor.BaseExecutor):
     else:
       # The input as it came: a copy of its folder, so the gate and the Pusher see its bytes.
       modeling.copy_tree(self.input_model_dir, output_dir)
-      pruned_accuracy, dense_gzip, pruned_gzip = dense_accuracy, None, None
+      pruned_correct, dense_gzip, pruned_gzip = dense_correct, None, None
+      pruned_accuracy = dense_accuracy
       handed_on = self.dense_model
       logger.warning('WARNING: Pruner: pruning did not pay, so the input model is handed on '
                      'unchanged (the Quantizer and the gate leave it out): %s', outcome.reason)
@@ -274,6 +280,9 @@ class Executor(base_executor.BaseExecutor):
         'budget_against': baseline_name,
         'max_accuracy_drop': max_drop,
         'majority_accuracy': majority,
+        # What was handed on against the majority class and the baseline, paired on eval.
+        'versus_majority': measuring.paired_comparison(pruned_correct, self.majority_correct),
+        'versus_baseline': measuring.paired_comparison(pruned_correct, self.baseline_correct),
         'dense_gzip_bytes': dense_gzip,
         'pruned_gzip_bytes': pruned_gzip,
         'gzip_ratio': dense_gzip / pruned_gzip if pruned_gzip else 1.0,
@@ -375,12 +384,14 @@ class Executor(base_executor.BaseExecutor):
     if not any(targets.values()):
       return self._nothing_prunable()
     self._prune(targets, target)
-    accuracy = measuring.accuracy(self.wrapped_scorer, self.eval_set)
-    if not self._above_majority(accuracy):
+    correct = measuring.correct_predictions(self.wrapped_scorer, self.eval_set)
+    versus_majority = self._versus_majority(correct)
+    if versus_majority['within_noise']:
       return Outcome(None, 0.0, {}, (
-          f'pruned to {target:g}, its eval accuracy {accuracy:.4f} is within noise of the '
-          f'majority class ({self.majority:.4f} on {self.eval_set.size} examples): a constant '
-          'predictor in all but name'))
+          f'pruned to {target:g}, its eval accuracy {np.mean(correct):.4f} is within noise of '
+          f'the majority class ({self.majority:.4f} on {self.eval_set.size} examples; '
+          f'{versus_majority["wins"]} wins, {versus_majority["losses"]} losses, McNemar '
+          f'p = {versus_majority["p_value"]:.3f}): a constant predictor in all but name'))
     return self._checked(self._stripped(), target, targets)
 
   def _structured(self, m_by_n) -> Outcome:
@@ -399,8 +410,9 @@ class Executor(base_executor.BaseExecutor):
                    not_a_candidate=(self._no_smaller(shipped_bytes)
                                     if shipped_bytes >= self.dense_int8_bytes else None))
 
-  def _above_majority(self, accuracy: float) -> bool:
-    return measuring.clearly_above_majority(accuracy, self.majority, self.eval_set.size)
+  def _versus_majority(self, correct: np.ndarray) -> Dict:
+    """A pruned model against always guessing the majority class, on the same examples."""
+    return measuring.paired_comparison(correct, self.majority_correct)
 
   def _no_smaller(self, shipped_bytes: int) -> str:
     return (f'its int8 file would be {shipped_bytes} bytes (dense or sparse encoding, whichever '
@@ -438,18 +450,28 @@ class Executor(base_executor.BaseExecutor):
       level, targets = candidates[index]
       self._prune(targets, level)
       # The wrapped model applies its masks when called: it scores as the stripped one.
-      accuracy = measuring.accuracy(self.wrapped_scorer, self.eval_set)
-      learnt = self._above_majority(accuracy)
+      correct = measuring.correct_predictions(self.wrapped_scorer, self.eval_set)
+      accuracy = float(np.mean(correct))
+      # The budget is the user's stated tolerance, a point rule as at the gate; the lead
+      # over the majority class must hold beyond noise (McNemar, paired on eval).
+      versus_majority = self._versus_majority(correct)
+      versus_baseline = measuring.paired_comparison(correct, self.baseline_correct)
+      learnt = not versus_majority['within_noise']
       within = baseline_accuracy - accuracy <= max_drop and learnt
       self.trials.append({'sparsity': level,
                           'overall_sparsity': sensitivity.removed_share(targets, sizes),
                           'layer_targets': targets, 'eval_accuracy': accuracy,
                           'baseline_accuracy': baseline_accuracy,
+                          'versus_baseline': versus_baseline,
+                          'versus_majority': versus_majority,
                           'above_majority': learnt, 'within_budget': within})
+      interval = versus_baseline['interval']
       logger.info('Pruner search: sparsity %.2f (%d layer(s) pruned) eval accuracy %.4f '
-                  '(%s %.4f): %s', level, sum(1 for value in targets.values() if value),
-                  accuracy, baseline_name, baseline_accuracy,
-                  'within budget' if within else 'over budget')
+                  '(%s %.4f; difference %+.4f, 95%% interval [%+.4f, %+.4f]): %s', level,
+                  sum(1 for value in targets.values() if value), accuracy, baseline_name,
+                  baseline_accuracy, versus_baseline['difference'], interval[0], interval[1],
+                  'within budget' if within else
+                  'within noise of the majority class' if not learnt else 'over budget')
       if within:
         kept.append((self.wrapped.get_weights(), level, targets, accuracy, self.trials[-1]))
       return within

@@ -2,6 +2,8 @@
 
 import os
 
+import numpy as np
+
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -98,7 +100,14 @@ def test_a_copied_tflite_folder_serves_with_its_own_transform_graph(
 def test_one_example_above_the_majority_class_is_noise_and_a_clear_lead_is_not():
   # TFX's taxi pipeline with a weak teacher: 0.7750 against a majority class of 0.7745 on
   # 2,000 examples is one example, a constant predictor in all but name.
-  assert not measuring.clearly_above_majority(0.7750, 0.7745, 2000)
-  assert measuring.clearly_above_majority(0.8000, 0.7745, 2000)
-  # The same lead means more on more examples.
-  assert measuring.majority_noise(0.7745, 20000) < measuring.majority_noise(0.7745, 2000)
+  labels = np.array([0] * 1549 + [1] * 451)
+  majority = measuring.majority_correct(labels)
+  assert measuring.majority_accuracy(labels) == pytest.approx(0.7745)
+  one_ahead = majority.copy()
+  one_ahead[1549] = True
+  assert measuring.paired_comparison(one_ahead, majority)['within_noise']
+  clearly_ahead = majority.copy()
+  clearly_ahead[1549:1600] = True
+  clearly_ahead[:10] = False
+  comparison = measuring.paired_comparison(clearly_ahead, majority)
+  assert not comparison['within_noise'] and (comparison['wins'], comparison['losses']) == (51, 10)

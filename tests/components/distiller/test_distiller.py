@@ -4,6 +4,7 @@ import json
 import os
 import time
 
+import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
@@ -71,8 +72,11 @@ def test_a_student_is_distilled_exported_with_serving_signatures_and_measured(
   # train_baseline is on by default: the same student trained from scratch on the same
   # budget, measured beside it, and whether it won recorded. (At this budget it sometimes
   # stays at the majority class while the distilled one learns, so no floor for it here.)
-  assert metrics['scratch_beats_distilled'] == (metrics['scratch_accuracy']
-                                                > metrics['student_accuracy'])
+  # Scratch "beats" the distilled student only beyond noise, paired on the same examples.
+  comparison = metrics['scratch_versus_distilled']
+  assert metrics['scratch_beats_distilled'] == (comparison['p_value'] < 0.05)
+  assert abs(comparison['difference']
+             - (metrics['scratch_accuracy'] - metrics['student_accuracy'])) < 1e-9
   assert metrics['teacher_output_kinds'] == ['logits']
   assert (metrics['temperature'], metrics['alpha']) == (2.0, 0.5)
 
@@ -90,18 +94,47 @@ def test_two_teachers_average_and_many_on_many_ensembles(data, teacher, tmp_path
   assert serve(model_uri, data[2][:10])['classes'].shape == (10,)
 
 
-def test_tuning_records_every_trial_and_exports_the_better_student(data, teacher, tmp_path):
+def test_tuning_records_every_trial_and_moves_from_the_defaults_only_beyond_noise(
+    data, teacher, tmp_path):
   _, metrics = run_distiller(data, [teacher], str(tmp_path), tune=True,
                              temperatures=(1.0, 4.0), alphas=(0.2, 0.8), train_steps=20)
   assert [(trial['temperature'], trial['alpha']) for trial in metrics['trials']] == [
       (1.0, 0.2), (1.0, 0.8), (4.0, 0.2), (4.0, 0.8)]
+  # The grid's best trial is chosen only when it beats the incumbent (the defaults, not
+  # in this grid, so its first trial) beyond noise on the same validation examples.
   best = max(metrics['trials'], key=lambda trial: trial['validation_accuracy'])
-  assert (metrics['temperature'], metrics['alpha']) == (best['temperature'], best['alpha'])
-  # The export never ships a distilled student that its from-scratch twin beats on eval.
-  assert metrics['exported_accuracy'] == max(metrics['student_accuracy'],
-                                             metrics['scratch_accuracy'])
+  chosen = best if not best['versus_incumbent']['within_noise'] else metrics['trials'][0]
+  assert (metrics['temperature'], metrics['alpha']) == (chosen['temperature'], chosen['alpha'])
+  assert [trial['chosen'] for trial in metrics['trials']].count(True) == 1
+  assert metrics['tuning_choice']
+  # The export never ships a distilled student that its from-scratch twin beats beyond noise.
   assert metrics['exported_student'] == (
       'scratch' if metrics['scratch_beats_distilled'] else 'distilled')
+  assert metrics['exported_accuracy'] == (metrics['scratch_accuracy']
+                                          if metrics['scratch_beats_distilled']
+                                          else metrics['student_accuracy'])
+
+
+def test_a_tuning_trial_a_few_examples_ahead_of_the_defaults_does_not_move_them():
+  # 400 validation examples; the defaults (T 2, alpha 0.5) get 300 right.
+  defaults = np.array([True] * 300 + [False] * 100)
+  two_ahead, forty_ahead = defaults.copy(), defaults.copy()
+  two_ahead[300:302] = True
+  forty_ahead[300:340] = True
+  grid = [(1.0, 0.1), (2.0, 0.5), (4.0, 0.9)]
+
+  def choose(correct):
+    trials = [{'temperature': temperature, 'alpha': alpha,
+               'validation_accuracy': float(np.mean(each))}
+              for (temperature, alpha), each in zip(grid, correct)]
+    return training.choose_trial(trials, correct, 2.0, 0.5), trials
+
+  chosen, trials = choose([two_ahead, defaults, defaults])
+  assert (chosen['temperature'], chosen['alpha']) == (2.0, 0.5)
+  assert 'within noise' in chosen['why'] and trials[0]['versus_incumbent']['wins'] == 2
+  chosen, trials = choose([defaults, defaults, forty_ahead])
+  assert (chosen['temperature'], chosen['alpha']) == (4.0, 0.9)
+  assert 'beyond noise' in chosen['why'] and trials[2]['chosen']
 
 
 def test_two_workers_distill_under_multi_worker_mirrored(data, teacher, tmp_path):

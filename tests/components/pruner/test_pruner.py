@@ -90,9 +90,16 @@ def test_the_search_hands_on_the_smallest_shipped_file_within_the_budget(
   trials = metrics['trials']
   assert trials and trials[0]['sparsity'] == 0.5  # The lowest of `sparsities` first.
   for trial in trials:
+    # The lead over the majority class is a paired test on the same eval examples.
+    versus_majority = trial['versus_majority']
+    assert trial['above_majority'] == (versus_majority['p_value'] < 0.05)
+    assert versus_majority['wins'] - versus_majority['losses'] == round(
+        (trial['eval_accuracy'] - metrics['majority_accuracy']) * metrics['eval_examples'])
     assert trial['within_budget'] == (
         trial['baseline_accuracy'] - trial['eval_accuracy'] <= 0.05
         and trial['above_majority'])
+    assert abs(trial['versus_baseline']['difference']
+               - (trial['eval_accuracy'] - trial['baseline_accuracy'])) < 1e-9
   kept = [trial for trial in trials if trial['within_budget']]
   assert kept, trials  # A 5-point budget on a near-perfect teacher keeps something.
   smallest = min(trial['shipped_int8_bytes'] for trial in kept)
