@@ -6,20 +6,21 @@ as a user runs it:
 - `distillery run --dataset csv` on a taxi-like CSV: TFX's taxi CSV with the label
   `big_tipper` (tips > 20% of the fare) and the `tips` column removed;
 - `distillery run --dataset digits`.
-Each runs RUNS times (the chain is not seeded: each run is a fresh draw). From every
-run's Pruner `metrics.json` (on `eval`, what the Pruner chooses by) it reports what was
-handed on, its accuracy against the teacher and the majority class, and the Pruner's
-time; from the gate, what was chosen. The rule checked: a pruned model is never more
-than `max_accuracy_drop` below the teacher on eval, nor within noise of the majority
-class (`measuring.clearly_above_majority`); when pruning does not pay, the input goes
-on unchanged and the gate leaves the pruned pair out.
+Each runs once per seed (`--seed`, SEEDS; taxi on TAXI_SEEDS, ten of them: `make demo`'s
+command on ten seeds in a row, each of which must push a model). From every run's Pruner
+`metrics.json` (on `eval`, what the Pruner chooses by) it reports what was handed on, its
+accuracy against the teacher and the majority class, and the Pruner's time; from the
+gate, what was chosen and its test accuracy. The rule checked: a pruned model is never
+more than `max_accuracy_drop` below the teacher on eval, nor within noise of the
+majority class (McNemar on the same eval examples, as the Pruner records it); when
+pruning does not pay, the input goes on unchanged and the gate leaves the pruned pair out.
 
 The taxi chain also runs once at BASELINE_COMMIT (before this Pruner), in the same process
 run on the same machine: its first run and its pruning stages' time against the median
 of this commit's.
 
 Usage:
-  python -m benchmarks.pruning --json [--runs N] [--no-baseline]
+  python -m benchmarks.pruning --json [--seeds 1,2,3] [--taxi-seeds 1,...,10] [--no-baseline]
 """
 
 import csv
@@ -35,10 +36,11 @@ import time
 
 from benchmarks import common
 from benchmarks import results
-from tfx_distillery.components.common import measuring
 from tfx_distillery.pipelines import datasets
 
-RUNS = 5
+# Fixed before any result. Ten taxi seeds: `make demo` must push on each of them.
+SEEDS = (1, 2, 3)
+TAXI_SEEDS = tuple(range(1, 11))
 # The commit before the per-layer Pruner (issue 39).
 BASELINE_COMMIT = '3ab6bd8'
 CHAINS = ('taxi', 'csv', 'digits')
@@ -68,10 +70,12 @@ def write_taxi_like_csv(output_dir: str) -> str:
   return output_dir
 
 
-def chain_command(chain: str, data_dir: str):
+def chain_command(chain: str, data_dir: str, seed=None):
+  seed_arguments = [] if seed is None else ['--seed', str(seed)]
   if chain == 'csv':
-    return ['run', '--dataset', 'csv', '--data', data_dir, '--label', TAXI_LIKE_LABEL]
-  return ['run', '--dataset', chain]
+    return ['run', '--dataset', 'csv', '--data', data_dir, '--label',
+            TAXI_LIKE_LABEL] + seed_arguments
+  return ['run', '--dataset', chain] + seed_arguments
 
 
 def newest_metrics(home: str, node: str, output: str = 'metrics'):
@@ -114,8 +118,7 @@ def judge(run: dict) -> dict:
   handed_on = pruner['handed_on']
   eval_examples = pruner['eval_examples']
   drop = pruner['baseline_accuracy'] - pruner['pruned_accuracy']
-  above = measuring.clearly_above_majority(pruner['pruned_accuracy'],
-                                           pruner['majority_accuracy'], eval_examples)
+  above = not pruner['versus_majority']['within_noise']
   budget = pruner['max_accuracy_drop']
   if pruner['pruning_paid']:
     kept_rule = drop <= budget and above
@@ -124,6 +127,8 @@ def judge(run: dict) -> dict:
     left_out = {entry['name'] for entry in (run['gate'] or {}).get('left_out', [])}
     kept_rule = {'pruned', 'pruned_full_integer'} <= left_out
   gate = run['gate'] or {}
+  chosen = next((candidate for candidate in gate.get('candidates', [])
+                 if candidate['name'] == gate.get('chosen')), None)
   return {'handed_on': handed_on, 'pruning_paid': pruner['pruning_paid'],
           'sparsity': pruner['sparsity'], 'eval_accuracy': pruner['pruned_accuracy'],
           'input_eval_accuracy': pruner['dense_accuracy'],
@@ -131,12 +136,21 @@ def judge(run: dict) -> dict:
           'majority_accuracy': pruner['majority_accuracy'], 'clearly_above_majority': above,
           'shipped_int8_bytes': pruner['shipped_int8_bytes'],
           'dense_int8_bytes': pruner['dense_int8_bytes'], 'trials': len(pruner['trials']),
-          'reason': pruner['reason'], 'chosen': gate.get('chosen'), 'kept_rule': kept_rule}
+          'reason': pruner['reason'], 'chosen': gate.get('chosen'),
+          'chosen_test_accuracy': chosen['accuracy'] if chosen else None,
+          'chosen_bytes': chosen['size_bytes'] if chosen else None,
+          'teacher_test_accuracy': (gate.get('teacher') or {}).get('accuracy'),
+          'gate_majority_accuracy': gate.get('majority_accuracy'),
+          'refusals': '; '.join(f'{candidate["name"]}: {", ".join(candidate["reasons"])}'
+                                for candidate in gate.get('candidates', [])
+                                if not candidate['passed']),
+          'kept_rule': kept_rule}
 
 
 def main() -> None:
   parser = common.argument_parser(__doc__, 'distillery-pruning-benchmark')
-  parser.add_argument('--runs', type=int, default=RUNS)
+  parser.add_argument('--seeds', default=','.join(str(seed) for seed in SEEDS))
+  parser.add_argument('--taxi-seeds', default=','.join(str(seed) for seed in TAXI_SEEDS))
   parser.add_argument('--chains', default=','.join(CHAINS))
   parser.add_argument('--no-baseline', action='store_true')
   args = parser.parse_args()
@@ -161,11 +175,16 @@ def main() -> None:
       baseline = {key: baseline[key] for key in ('exit_status', 'wall_s', 'pipeline_s',
                                                  'component_s', 'pruning_stages_s')}
     runs = {chain: [] for chain in chains}
-    for index in range(args.runs):
+    seeds = {chain: [int(seed) for seed in (args.taxi_seeds if chain == 'taxi'
+                                             else args.seeds).split(',')] for chain in chains}
+    for index in range(max(len(chain_seeds) for chain_seeds in seeds.values())):
       for chain in chains:
-        outcome = run_chain(command + chain_command(chain, data_dir),
-                            os.path.join(args.work_dir, f'home-{chain}-{index}'))
-        runs[chain].append({**{key: outcome[key] for key in (
+        if index >= len(seeds[chain]):
+          continue
+        seed = seeds[chain][index]
+        outcome = run_chain(command + chain_command(chain, data_dir, seed),
+                            os.path.join(args.work_dir, f'home-{chain}-{seed}'))
+        runs[chain].append({'seed': seed, **{key: outcome[key] for key in (
             'exit_status', 'wall_s', 'pipeline_s', 'pruning_stages_s', 'stderr_tail')},
                             'pruner_s': outcome['component_s'].get('Pruner'),
                             **judge(outcome)})
@@ -180,15 +199,33 @@ def main() -> None:
       tables.append(results.table(
           f'{chain}: what the Pruner handed on, run by run (eval, '
           f'{chain_runs[0].get("majority_accuracy") or 0:.4f} majority)',
-          ['run', 'exit', 'handed on', 'sparsity', 'eval accuracy', 'input', 'teacher',
+          ['seed', 'exit', 'handed on', 'sparsity', 'eval accuracy', 'input', 'teacher',
            'drop to teacher', 'int8 bytes (unpruned)', 'trials', 'Pruner (s)', 'chain (s)',
            'gate chose'],
-          [[index, entry['exit_status'], entry['handed_on'], entry.get('sparsity'),
+          [[entry['seed'], entry['exit_status'], entry['handed_on'], entry.get('sparsity'),
             entry.get('eval_accuracy'), entry.get('input_eval_accuracy'),
             entry.get('teacher_eval_accuracy'), entry.get('drop_to_teacher'),
             f'{entry.get("shipped_int8_bytes")} ({entry.get("dense_int8_bytes")})',
             entry.get('trials'), entry['pruner_s'], entry['pipeline_s'], entry.get('chosen')]
-           for index, entry in enumerate(chain_runs)]))
+           for entry in chain_runs]))
+      tables.append(results.table(
+          f'{chain}: what the gate pushed, seed by seed (test, '
+          f'{chain_runs[0].get("gate_majority_accuracy") or 0:.4f} majority)',
+          ['seed', 'exit', 'chosen', 'test accuracy', 'teacher', 'bytes', 'refused'],
+          [[entry['seed'], entry['exit_status'], entry.get('chosen'),
+            entry.get('chosen_test_accuracy'), entry.get('teacher_test_accuracy'),
+            entry.get('chosen_bytes'), entry.get('refusals')] for entry in chain_runs]))
+      pushed = [entry for entry in chain_runs if entry['exit_status'] == 0]
+      targets.append(results.target(
+          f'{chain}: seeds on which `distillery run --seed` pushed a model'
+          + (' (`make demo`\'s command)' if chain == 'taxi' else ''), len(pushed),
+          f'= {len(chain_runs)} of {len(chain_runs)}' if chain == 'taxi' else None,
+          len(pushed) == len(chain_runs) if chain == 'taxi' else None))
+      if pushed:
+        targets.append(results.over_seeds(
+            f'{chain}: the pushed model\'s test accuracy, seeds that pushed',
+            [entry['chosen_test_accuracy'] for entry in pushed],
+            [entry['seed'] for entry in pushed], None))
     summary = {}
     for chain, chain_runs in runs.items():
       pipeline_s = [entry['pipeline_s'] for entry in chain_runs if entry['pipeline_s']]
@@ -209,7 +246,7 @@ def main() -> None:
           taxi['pruning_stages_s_median'] < baseline['pruning_stages_s']))
       tables.append(results.table(
           f'taxi chain\'s first run, before (at {BASELINE_COMMIT}, one run) and after (median '
-          f'of {args.runs})',
+          f'of {len(runs["taxi"])})',
           ['', 'pipeline (s)', 'Pruner (s)', 'Quantizer_pruned_full_integer (s)',
            'AccuracyGate (s)'],
           [[f'at {BASELINE_COMMIT}', baseline['pipeline_s'],
@@ -221,9 +258,12 @@ def main() -> None:
                               for entry in runs['taxi']), None]]))
     return {
         'title': 'Pruning that pays: what the Pruner hands on in whole chains, run after run',
-        'summary': (f'`distillery run` at its defaults, {args.runs} runs of each chain (taxi, a '
-                    'taxi-like CSV with the label tips > 20% of the fare, digits), each in a '
-                    'fresh process and home; the Pruner\'s own figures on eval.'),
+        'summary': ('`distillery run --seed S` at its defaults, each in a fresh process and '
+                    'home: taxi (`make demo`\'s command) on seeds '
+                    f'{", ".join(str(seed) for seed in seeds.get("taxi", []))}, a taxi-like '
+                    'CSV (label tips > 20% of the fare) and digits on seeds '
+                    f'{", ".join(str(seed) for seed in seeds.get("csv", seeds.get("digits", [])))}'
+                    '; the Pruner\'s own figures on eval, the gate\'s on test.'),
         'runs': runs,
         'chain_summary': summary,
         'baseline': baseline,

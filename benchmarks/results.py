@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 from typing import Any, Dict, List, Optional
@@ -35,6 +36,38 @@ ORDER = ('pipeline', 'pruning', 'distillation', 'compression', 'distributed', 'i
 def target(name: str, value: Optional[float], rule: str, met: Optional[bool]) -> Dict[str, Any]:
   """One row of a benchmark's target table; `met` None means no target, only a figure."""
   return {'figure': name, 'value': value, 'target': rule, 'met': met}
+
+
+def over_seeds(name: str, values: List[float], seeds: List[Any],
+               target_value: Optional[float], higher_is_better: bool = True,
+               rule: Optional[str] = None) -> Dict[str, Any]:
+  """A target row decided on the mean over seeds, with the standard deviation beside it.
+
+  Args:
+    name: What is measured.
+    values: One value per seed (or fold), in the order of `seeds`.
+    seeds: The seeds (or folds) the values came from.
+    target_value: The bound the mean must reach; None for a figure without a target.
+    higher_is_better: Met when mean >= target_value; else when mean <= target_value.
+    rule: The target as written (default `>= target_value` or `<= target_value`).
+
+  Returns:
+    A `target` row whose `value` is the mean, with `std` (sample standard deviation, 0 for
+    one value), `values`, `seeds` and `within_noise` (the target is inside one standard
+    deviation of the mean, so the verdict could flip on other seeds).
+  """
+  mean = statistics.mean(values)
+  std = statistics.stdev(values) if len(values) > 1 else 0.0
+  name = f'{name}, mean of {len(values)} ({", ".join(str(seed) for seed in seeds)})'
+  if target_value is None:
+    row = target(name, mean, rule, None)
+  else:
+    met = mean >= target_value if higher_is_better else mean <= target_value
+    row = target(name, mean,
+                 rule or f'{">=" if higher_is_better else "<="} {target_value:g}', met)
+  row.update({'std': std, 'values': list(values), 'seeds': list(seeds),
+              'within_noise': target_value is not None and abs(mean - target_value) <= std})
+  return row
 
 
 def table(title: str, columns: List[str], rows: List[List[Any]]) -> Dict[str, Any]:
@@ -173,8 +206,11 @@ def _markdown_table(columns: List[str], rows: List[List[Any]]) -> List[str]:
   return lines
 
 
-def _verdict(met: Optional[bool]) -> str:
-  return '' if met is None else ('met' if met else '**missed**')
+def _verdict(row: Dict[str, Any]) -> str:
+  met = row['met']
+  verdict = '' if met is None else ('met' if met else '**missed**')
+  # Decided on the mean; said when the target is inside one standard deviation of it.
+  return verdict + (' (within noise)' if row.get('within_noise') else '')
 
 
 def render(records: List[Dict[str, Any]]) -> str:
@@ -190,7 +226,9 @@ def render(records: List[Dict[str, Any]]) -> str:
       'renders this file again and fails when it differs, and another fails when the '
       'measured code changed after the commit a result names. Accuracies are fractions '
       '(0.01 is one point) on the held-out `test` split unless a table says otherwise. '
-      'Missed targets stay in the tables, marked **missed**.',
+      'Missed targets stay in the tables, marked **missed**. A figure measured over seeds '
+      'is their mean, decided on the mean, with the standard deviation beside it; "within '
+      'noise" marks a target inside one standard deviation of the mean.',
       '',
   ]
   for record in records:
@@ -208,8 +246,8 @@ def render(records: List[Dict[str, Any]]) -> str:
       lines += [result['summary'], '']
     if result.get('targets'):
       lines += _markdown_table(
-          ['figure', 'value', 'target', 'verdict'],
-          [[row['figure'], row['value'], row['target'], _verdict(row['met'])]
+          ['figure', 'value', 'std over seeds', 'target', 'verdict'],
+          [[row['figure'], row['value'], row.get('std'), row['target'], _verdict(row)]
            for row in result['targets']])
       lines.append('')
     for detail in result.get('tables', []):

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from benchmarks import results
 
 REQUIRED = ('benchmark', 'command', 'commit', 'measured_code_committed', 'measured_code_digest',
@@ -42,6 +44,22 @@ def test_no_result_is_stale():
         f'({", ".join(results.MEASURED_PATHS)}) has changed since: re-run it (make bench)')
 
 
+def test_a_figure_over_seeds_is_decided_on_its_mean_and_says_when_within_noise():
+  noisy = results.over_seeds('distilled − scratch', [0.010, -0.004, 0.003], [1, 2, 3], 0.0)
+  assert noisy['value'] == pytest.approx(0.003) and noisy['met']
+  assert noisy['std'] == pytest.approx(0.007) and noisy['within_noise']
+  assert noisy['figure'] == 'distilled − scratch, mean of 3 (1, 2, 3)'
+  clear = results.over_seeds('gap', [0.030, 0.031, 0.029], [1, 2, 3], 0.01,
+                             higher_is_better=False)
+  assert not clear['met'] and not clear['within_noise'] and clear['target'] == '<= 0.01'
+  text = results.render([{'benchmark': 'x', 'command': 'c', 'commit': '0' * 40,
+                          'measured_code_committed': True, 'date': 'd', 'wall_seconds': 1,
+                          'machine': {'cpu_count': 2, 'cpu_model': 'm', 'system': 's'},
+                          'result': {'targets': [noisy, clear]}}])
+  assert '| 0.0030 | 0.0070 | >= 0 | met (within noise) |' in text
+  assert '| **missed** |' in text
+
+
 def test_render_marks_missed_and_met(tmp_path):
   record = {'benchmark': 'example', 'command': 'python -m benchmarks.example', 'commit': 'a' * 40,
             'measured_code_committed': True, 'date': '2026-01-01 00:00 UTC',
@@ -51,8 +69,8 @@ def test_render_marks_missed_and_met(tmp_path):
                                    results.target('small', 2.0, '<= 3', True)]}}
   (tmp_path / 'example.json').write_text(json.dumps(record))
   text = results.render(results.load_all(str(tmp_path)))
-  assert '| fast | 0.5000 | >= 1 | **missed** |' in text
-  assert '| small | 2.000 | <= 3 | met |' in text
+  assert '| fast | 0.5000 |  | >= 1 | **missed** |' in text
+  assert '| small | 2.000 |  | <= 3 | met |' in text
   assert 'commit `aaaaaaa`' in text
 
 
