@@ -76,12 +76,20 @@ def import_seconds() -> float:
 
 
 def baseline_run(work_dir: str) -> dict:
-  """This benchmark's result at BASELINE_COMMIT, run now on this machine, in a subprocess."""
+  """This benchmark's result at BASELINE_COMMIT, run now on this machine, in a subprocess.
+
+  A baseline that fails is recorded (`exit_status`, the end of its output) and this
+  benchmark carries on without the ratio.
+  """
   with common.package_at_commit(BASELINE_COMMIT, work_dir) as (package_root, environment):
     completed = subprocess.run(
         [sys.executable, '-m', 'benchmarks.pipeline', '--json', '--work-dir',
          os.path.join(work_dir, 'baseline-run')],
-        cwd=package_root, env=environment, check=True, stdout=subprocess.PIPE)
+        cwd=package_root, env=environment, check=False, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE)
+  if completed.returncode:
+    return {'exit_status': completed.returncode,
+            'output_tail': completed.stderr.decode(errors='replace').splitlines()[-25:]}
   return json.loads(completed.stdout.decode().strip().splitlines()[-1])
 
 
@@ -123,6 +131,9 @@ def main() -> None:
   def run():
     # The baseline first, so both runs find the machine in the same state.
     baseline = None if args.no_baseline else baseline_run(args.work_dir)
+    baseline_failure = baseline if baseline and 'exit_status' in baseline else None
+    if baseline_failure:
+      baseline = None
     imports_s = import_seconds()
     with phases.recording(lambda: local_runner._running_node or 'pipeline') as recorder:  # pylint: disable=protected-access
       first = local_runner.execute(runner_args)
@@ -166,6 +177,11 @@ def main() -> None:
       targets.append(
           results.target(f'first run / first run at {BASELINE_COMMIT} (same machine)', ratio,
                          f'<= {BASELINE_RATIO_TARGET}', ratio <= BASELINE_RATIO_TARGET))
+    elif baseline_failure:
+      targets.append(results.target(
+          f'first run / first run at {BASELINE_COMMIT}: the baseline run failed (exit '
+          f'{baseline_failure["exit_status"]}; its output is in the result)', None,
+          f'<= {BASELINE_RATIO_TARGET}', False))
     if accuracy_baseline is not None:
       # Paired by seed; one-sided: what must not happen is a loss.
       targets.append(results.over_seeds(
@@ -225,6 +241,7 @@ def main() -> None:
         'call_s': {node: {name: {'calls': count, 'seconds': seconds}
                           for name, (count, seconds) in calls.items()}
                    for node, calls in recorder.calls.items()},
+        'baseline_failure': baseline_failure,
         'baseline': None if baseline is None else {
             'commit': BASELINE_COMMIT, 'first_run_s': baseline['first_run_s'],
             'component_s': baseline['component_s'], 'chosen': baseline['chosen'],
