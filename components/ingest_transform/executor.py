@@ -121,12 +121,17 @@ def canonical_example(record: bytes) -> bytes:
 
 
 class WriteShardsFn(beam.DoFn):
-  """Writes each bundle's lists of records round-robin into `num_shards` GZIP TFRecord files.
+  """Writes each bundle's records round-robin into `num_shards` GZIP TFRecord files.
 
   Beam's `WriteToTFRecord(num_shards=N)` groups every record by shard, and the
   DirectRunner holds a grouped collection in memory: peak memory grew with the rows.
   Here nothing is grouped but the file names; files are written in a temporary folder
   and renamed into place by `finalize_shards` once every bundle has finished.
+
+  Records, not the lists they arrive in, go round-robin: the transform's batches are
+  sized by Beam's adaptive batching, which follows the machine's load, so dealing out
+  whole lists put different records together on every run, and a seeded reader then
+  trained a different model from the same rows and seed.
   """
 
   def __init__(self, temporary_folder: str, num_shards: int):
@@ -140,20 +145,19 @@ class WriteShardsFn(beam.DoFn):
     self._writers, self._paths, self._count = {}, [], 0
 
   def process(self, records: List[bytes]):
-    shard = self._count % self._num_shards
-    self._count += 1
-    if shard not in self._writers:
-      # Named by the first example it holds, so that the files sort (and are numbered) the
-      # same way on every run over the same rows: a seeded reader then sees the same order.
-      # Re-serialized deterministically: the encoder's feature order varies between processes.
-      # The random part only keeps a retried bundle's file apart.
-      first = hashlib.sha256(canonical_example(records[0]) if records else b'').hexdigest()[:24]
-      path = os.path.join(self._temporary_folder, f'{first}-{uuid.uuid4().hex}.gz')
-      self._writers[shard] = tf.io.TFRecordWriter(path, WRITE_OPTIONS)
-      self._paths.append(path)
-    write = self._writers[shard].write
     for record in records:
-      write(record)
+      shard = self._count % self._num_shards
+      self._count += 1
+      if shard not in self._writers:
+        # Named by the first example it holds, so that the files sort (and are numbered)
+        # the same way on every run over the same rows: a seeded reader then sees the same
+        # order. Re-serialized deterministically: the encoder's feature order varies
+        # between processes. The random part only keeps a retried bundle's file apart.
+        first = hashlib.sha256(canonical_example(record)).hexdigest()[:24]
+        path = os.path.join(self._temporary_folder, f'{first}-{uuid.uuid4().hex}.gz')
+        self._writers[shard] = tf.io.TFRecordWriter(path, WRITE_OPTIONS)
+        self._paths.append(path)
+      self._writers[shard].write(record)
 
   def finish_bundle(self):
     for writer in self._writers.values():

@@ -254,6 +254,26 @@ def test_sharded_writes_from_several_processes_keep_every_record_once(tmp_path):
   assert sorted(os.listdir(tmp_path / 'Split-train')) == [os.path.basename(path) for path in files]
 
 
+def test_the_same_records_in_other_batch_sizes_make_the_same_shards(tmp_path):
+  """Beam's adaptive batching sizes the lists by the machine's load: shards must not care."""
+  import apache_beam as beam  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  records = [helpers.serialize({'x': float(index), 'id': index}) for index in range(500)]
+
+  def shards(batch_size, name):
+    output_path = str(tmp_path / name / 'Split-train' / 'transformed_examples')
+    batches = [records[start:start + batch_size] for start in range(0, len(records),
+                                                                      batch_size)]
+    with beam.Pipeline() as pipeline:
+      _ = (pipeline | beam.Create([batches]) | beam.FlatMap(lambda lists: lists)
+           | ingest_executor.WriteShardedTFRecords(output_path, 4))
+    return [list(tf.data.TFRecordDataset(path, compression_type='GZIP').as_numpy_iterator())
+            for path in sorted(glob.glob(output_path + '-*'))]
+
+  small, large = shards(7, 'small'), shards(64, 'large')
+  assert len(small) == 4 and small == large
+
+
 def marked_statistics(folder, splits):
   """A statistics artifact whose files name themselves, so a copy is told from a computation."""
   from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=import-outside-toplevel
