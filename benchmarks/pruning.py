@@ -6,8 +6,10 @@ as a user runs it:
 - `distillery run --dataset csv` on a taxi-like CSV: TFX's taxi CSV with the label
   `big_tipper` (tips > 20% of the fare) and the `tips` column removed;
 - `distillery run --dataset digits`.
-Each runs once per seed (`--seed`, SEEDS; taxi on TAXI_SEEDS, ten of them: `make demo`'s
-command on ten seeds in a row, each of which must push a model). From every run's Pruner
+Each runs once per seed (`--seed`, SEEDS; taxi on TAXI_SEEDS, five of them: `make demo`'s
+command, each of which must push a model). The ten-seed check of `make demo` (issue 37)
+is this benchmark with `--chains taxi --taxi-seeds 1,2,3,4,5,6,7,8,9,10 --no-baseline`,
+kept out of `make bench` for time; its seeds 1-5 are the runs `make bench` makes. From every run's Pruner
 `metrics.json` (on `eval`, what the Pruner chooses by) it reports what was handed on, its
 accuracy against the teacher and the majority class, and the Pruner's time; from the
 gate, what was chosen and its test accuracy. The rule checked: a pruned model is never
@@ -38,9 +40,10 @@ from benchmarks import common
 from benchmarks import results
 from tfx_distillery.pipelines import datasets
 
-# Fixed before any result. Ten taxi seeds: `make demo` must push on each of them.
+# Fixed before any result. `make demo` must push on each taxi seed (the ten-seed check
+# adds 6-10; see the docstring).
 SEEDS = (1, 2, 3)
-TAXI_SEEDS = tuple(range(1, 11))
+TAXI_SEEDS = (1, 2, 3, 4, 5)
 # The commit before the per-layer Pruner (issue 39).
 BASELINE_COMMIT = '3ab6bd8'
 CHAINS = ('taxi', 'csv', 'digits')
@@ -116,7 +119,6 @@ def judge(run: dict) -> dict:
   if pruner is None:
     return {'handed_on': None, 'kept_rule': False, 'note': 'the Pruner wrote no metrics'}
   handed_on = pruner['handed_on']
-  eval_examples = pruner['eval_examples']
   drop = pruner['baseline_accuracy'] - pruner['pruned_accuracy']
   above = not pruner['versus_majority']['within_noise']
   budget = pruner['max_accuracy_drop']
