@@ -69,8 +69,9 @@ class IngestionTransform(tfx.components.Transform):
       preprocessing_fn: Dotted path of `preprocessing_fn`, as for Transform.
       splits_config: Which splits to analyze and transform, as for Transform.
       custom_config: Passed to `preprocessing_fn` if it takes `custom_config`.
-      num_shards: GZIP TFRecord files each Beam bundle writes per split, round-robin
-        (>= 1); a runner that splits a split into B bundles writes up to B x this.
+      num_shards: GZIP TFRecord files per split (>= 1; fewer when a split has fewer
+        rows). A row's shard and its place there follow a key computed from its
+        values, so the same rows make the same files whatever Beam's bundles.
       cache: How trainers cache parsed batches: `auto` (in memory when the
         transformed data is small enough, see `executor.MEMORY_CACHE_MAX_BYTES`),
         `none`, `memory` or `file`.

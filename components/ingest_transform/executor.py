@@ -1,11 +1,12 @@
 """IngestionTransform's executor: TFX's Transform executor with sharded, recorded output."""
 
+import collections
 import contextlib
 import hashlib
 import json
 import os
 import uuid
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -18,7 +19,6 @@ from tfx.components.transform import labels
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 from tfx_bsl.coders import example_coder
-from google.protobuf import message
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import schema_utils
@@ -39,7 +39,6 @@ AUTO_CACHE = 'auto'
 # `cache='auto'` keeps parsed batches in memory below this many bytes of
 # compressed transformed examples (parsed tensors take several times more).
 MEMORY_CACHE_MAX_BYTES = 256 * 1024 * 1024
-PACKED_TAG = 'packed'
 # GZIP at level 1: files about a third larger than zlib's default level, written about
 # three times faster (200,000 transformed taxi examples: 0.56 s against 1.7 s).
 WRITE_OPTIONS = tf.io.TFRecordOptions(compression_type='GZIP', compression_level=1)
@@ -66,72 +65,123 @@ def pack_record_batch(record_batch: pa.RecordBatch, block_size: int) -> Optional
       [pa.field(name, array.type) for name, array in zip(record_batch.schema.names, columns)]))
 
 
+# SplitMix64's multipliers: each output bit of `mix64` depends on every input bit.
+_MIX_MULTIPLIERS = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+KEY_BYTES = 8
+
+
+def mix64(values: np.ndarray) -> np.ndarray:
+  """SplitMix64's finalizer over a uint64 array (wrapping arithmetic)."""
+  mixed = np.asarray(values, dtype=np.uint64).copy()
+  mixed ^= mixed >> np.uint64(30)
+  mixed *= _MIX_MULTIPLIERS[0]
+  mixed ^= mixed >> np.uint64(27)
+  mixed *= _MIX_MULTIPLIERS[1]
+  mixed ^= mixed >> np.uint64(31)
+  return mixed
+
+
+def name_salt(name: str) -> np.uint64:
+  return np.uint64(int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(),
+                                  'little'))
+
+
+def value_bits(values: pa.Array) -> np.ndarray:
+  """Each value of a flat Arrow array as uint64 bits; strings and bytes by their digest."""
+  if values.null_count:
+    values = values.fill_null(0 if not (pa.types.is_binary(values.type) or
+                                        pa.types.is_large_binary(values.type) or
+                                        pa.types.is_string(values.type) or
+                                        pa.types.is_large_string(values.type)) else b'')
+  if pa.types.is_integer(values.type) or pa.types.is_floating(values.type) or (
+      pa.types.is_boolean(values.type)):
+    array = np.ascontiguousarray(values.to_numpy(zero_copy_only=False))
+    if array.dtype == np.bool_:
+      return array.astype(np.uint64)
+    unsigned = {8: np.uint64, 4: np.uint32, 2: np.uint16, 1: np.uint8}[array.dtype.itemsize]
+    return array.view(unsigned).astype(np.uint64)
+  return np.fromiter((int.from_bytes(hashlib.blake2b(
+      value if isinstance(value, bytes) else value.encode(), digest_size=8).digest(), 'little')
+                      for value in values.to_pylist()), dtype=np.uint64, count=len(values))
+
+
+def row_keys(record_batch: pa.RecordBatch) -> np.ndarray:
+  """A 64-bit key per row from its values alone, the same in every process and batch.
+
+  The shard a transformed example goes to, and its place in the shard, follow this key.
+  It cannot be a digest of the serialized example: tfx_bsl's encoder orders an example's
+  features differently in each process, so the same row has other bytes on each run.
+  Columns are taken in name order, each value salted by the column's name and its
+  position in the row, so equal values in other features or places give other keys.
+  """
+  rows = record_batch.num_rows
+  keys = np.zeros(rows, np.uint64)
+  for name in sorted(record_batch.schema.names):
+    column = record_batch.column(record_batch.schema.get_field_index(name))
+    salt = name_salt(name)
+    if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+      lengths = np.asarray(column.value_lengths().fill_null(-1), np.int64)
+      values = column.flatten()
+    else:
+      lengths = np.where(np.asarray(column.is_valid()), 1, -1).astype(np.int64)
+      values = column.drop_null()
+    bits = value_bits(values)
+    counts = np.maximum(lengths, 0)
+    if len(bits) and np.all(counts == counts[0]):
+      # Fixed shape (the common case): the row's values are one row of a matrix.
+      positions = np.tile(np.arange(counts[0], dtype=np.uint64), rows)
+      per_value = mix64(bits ^ mix64(positions + salt))
+      row_sums = per_value.reshape(rows, counts[0]).sum(axis=1, dtype=np.uint64)
+    else:
+      starts = np.cumsum(counts) - counts
+      positions = (np.arange(len(bits)) - np.repeat(starts, counts)).astype(np.uint64)
+      per_value = mix64(bits ^ mix64(positions + salt))
+      row_sums = np.zeros(rows, np.uint64)
+      np.add.at(row_sums, np.repeat(np.arange(rows), counts), per_value)
+    keys = mix64(keys * _GOLDEN ^ mix64(row_sums ^ salt ^ lengths.astype(np.uint64)))
+  return keys
+
+
 class EncodeFn(beam.DoFn):
-  """Each transformed record batch as one list of serialized examples, and one of packed records.
+  """Each transformed record batch as one `(row keys, serialized examples)` pair.
 
   A list per record batch, not an element per example: Beam's per-element cost was a
-  large share of the transform's time at a million rows. The packed records are built
-  from the record batch's columns directly (each block's values joined, then encoded
-  once), not by parsing the examples back.
+  large share of the transform's time at a million rows. The keys (`row_keys`) decide
+  each example's shard and its place there.
   """
 
-  def __init__(self, schema: schema_pb2.Schema, packed_block_size: int):
+  def __init__(self, schema: schema_pb2.Schema):
     self._schema = schema
-    self._packed_block_size = packed_block_size
     self._encoder = None
-    self._feature_spec = None
+    self._feature_names = None
 
   def setup(self):
     self._encoder = example_coder.RecordBatchToExamplesEncoder(self._schema)
-    self._feature_spec = schema_utils.schema_as_feature_spec(self._schema).feature_spec
+    self._feature_names = set(schema_utils.schema_as_feature_spec(self._schema).feature_spec)
 
   def process(self, data_batch):
     record_batch = data_batch[0]
     # Transform may add an internal key column; what is written never carries it.
     kept = [index for index, name in enumerate(record_batch.schema.names)
-            if name in self._feature_spec]
+            if name in self._feature_names]
     record_batch = pa.RecordBatch.from_arrays(
         [record_batch.column(index) for index in kept],
         [record_batch.schema.names[index] for index in kept])
     if not record_batch.num_rows:
       return
-    examples = self._encoder.encode(record_batch)
-    yield examples
-    if not self._packed_block_size:
-      return
-    packed = pack_record_batch(record_batch, self._packed_block_size)
-    if packed is None:
-      blocks = [reading.pack_examples(examples[start:start + self._packed_block_size],
-                                      self._feature_spec)
-                for start in range(0, len(examples), self._packed_block_size)]
-    else:
-      blocks = self._encoder.encode(packed)
-    yield beam.pvalue.TaggedOutput(PACKED_TAG, blocks)
-
-
-def canonical_example(record: bytes) -> bytes:
-  """A serialized tf.Example's bytes with its features in key order, the same in every process.
-
-  A record that is no tf.Example is its own canonical form.
-  """
-  try:
-    return tf.train.Example.FromString(record).SerializeToString(deterministic=True)
-  except message.DecodeError:
-    return record
+    yield row_keys(record_batch), self._encoder.encode(record_batch)
 
 
 class WriteShardsFn(beam.DoFn):
-  """Writes each bundle's records round-robin into `num_shards` GZIP TFRecord files.
+  """Writes each bundle's examples into one uncompressed file per shard, key first.
 
   Beam's `WriteToTFRecord(num_shards=N)` groups every record by shard, and the
   DirectRunner holds a grouped collection in memory: peak memory grew with the rows.
-  Here nothing is grouped but the file names; files are written in a temporary folder
-  and renamed into place by `finalize_shards` once every bundle has finished.
-
-  Records, not the lists they arrive in, go round-robin: the transform's batches are
-  sized by Beam's adaptive batching, which follows the machine's load, so dealing out
-  whole lists put different records together on every run, and a seeded reader then
-  trained a different model from the same rows and seed.
+  Here nothing is grouped but the file names. An example's shard is its row key modulo
+  the shard count, so which examples share a shard does not depend on how Beam cut the
+  rows into batches and bundles (that follows the machine's load); `MergeShardFn` then
+  orders each shard by key.
   """
 
   def __init__(self, temporary_folder: str, num_shards: int):
@@ -139,54 +189,121 @@ class WriteShardsFn(beam.DoFn):
     self._num_shards = num_shards
     self._writers = None
     self._paths = None
-    self._count = 0
 
   def start_bundle(self):
-    self._writers, self._paths, self._count = {}, [], 0
+    self._writers, self._paths = {}, {}
 
-  def process(self, records: List[bytes]):
-    for record in records:
-      shard = self._count % self._num_shards
-      self._count += 1
-      if shard not in self._writers:
-        # Named by the first example it holds, so that the files sort (and are numbered)
-        # the same way on every run over the same rows: a seeded reader then sees the same
-        # order. Re-serialized deterministically: the encoder's feature order varies
-        # between processes. The random part only keeps a retried bundle's file apart.
-        first = hashlib.sha256(canonical_example(record)).hexdigest()[:24]
-        path = os.path.join(self._temporary_folder, f'{first}-{uuid.uuid4().hex}.gz')
-        self._writers[shard] = tf.io.TFRecordWriter(path, WRITE_OPTIONS)
-        self._paths.append(path)
-      self._writers[shard].write(record)
+  def process(self, keyed_examples: Tuple[np.ndarray, List[bytes]]):
+    keys, examples = keyed_examples
+    shards = (keys % np.uint64(self._num_shards)).tolist()
+    key_prefixes = keys.astype('>u8').tobytes()
+    for index, (shard, example) in enumerate(zip(shards, examples)):
+      writer = self._writers.get(shard)
+      if writer is None:
+        # The random part keeps this bundle's file apart from another's (or a retry's).
+        path = os.path.join(self._temporary_folder, f'{shard:05d}-{uuid.uuid4().hex}')
+        writer = self._writers[shard] = tf.io.TFRecordWriter(path)
+        self._paths[shard] = path
+      writer.write(key_prefixes[index * KEY_BYTES:(index + 1) * KEY_BYTES] + example)
 
   def finish_bundle(self):
     for writer in self._writers.values():
       writer.close()
-    for path in self._paths:
-      yield beam.transforms.window.GlobalWindows.windowed_value(path)
+    for shard, path in self._paths.items():
+      yield beam.transforms.window.GlobalWindows.windowed_value((shard, path))
 
 
-def finalize_shards(paths: List[str], temporary_folder: str, output_path: str) -> int:
-  """Renames the written files to `<output_path>-NNNNN-of-MMMMM.gz`; drops the rest."""
-  paths = sorted(paths)
-  for index, path in enumerate(paths):
-    tf.io.gfile.rename(path, f'{output_path}-{index:05d}-of-{len(paths):05d}.gz',
-                       overwrite=True)
-  # Files of a retried bundle were never listed; they go with the folder.
-  tf.io.gfile.rmtree(temporary_folder)
-  return len(paths)
+def plan_shards(written: List[Tuple[int, str]], output_path: str,
+                packed_path: Optional[str]) -> List[Tuple[List[str], str, Optional[str]]]:
+  """One `(bundle files, output file, packed file)` per shard that holds examples."""
+  by_shard = collections.defaultdict(list)
+  for shard, path in written:
+    by_shard[shard].append(path)
+  count = len(by_shard)
+  names = [f'-{index:05d}-of-{count:05d}.gz' for index in range(count)]
+  return [(sorted(by_shard[shard]), output_path + name,
+           packed_path + name if packed_path else None)
+          for shard, name in zip(sorted(by_shard), names)]
+
+
+def write_records_atomically(records: Iterable[bytes], path: str) -> None:
+  tf.io.gfile.makedirs(os.path.dirname(path))
+  with tf.io.TFRecordWriter(path + '.tmp', WRITE_OPTIONS) as writer:
+    for record in records:
+      writer.write(record)
+  tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
+
+
+class MergeShardFn(beam.DoFn):
+  """Reads one shard's bundle files, orders its examples by row key and writes it whole.
+
+  Ordered by key, not by arrival: the same rows then make the same file on every run,
+  whatever the load, and a seeded reader trains the same model from them. The key is a
+  hash, so the order is a fixed shuffle, not a sort by any feature. The packed copy (blocks
+  of `packed_block_size` examples) is built here from the ordered examples, so its blocks
+  hold the same examples on every run too.
+  """
+
+  def __init__(self, schema: schema_pb2.Schema, packed_block_size: int):
+    self._schema = schema
+    self._packed_block_size = packed_block_size
+    self._decoder = None
+    self._encoder = None
+    self._feature_spec = None
+
+  def setup(self):
+    if self._packed_block_size:
+      self._decoder = example_coder.ExamplesToRecordBatchDecoder(
+          self._schema.SerializeToString())
+      self._encoder = example_coder.RecordBatchToExamplesEncoder(self._schema)
+      self._feature_spec = schema_utils.schema_as_feature_spec(self._schema).feature_spec
+
+  def process(self, planned: Tuple[List[str], str, Optional[str]]):
+    paths, output_file, packed_file = planned
+    keyed = [record for path in paths for record in tf.compat.v1.io.tf_record_iterator(path)]
+    # Equal keys are equal rows, so a stable sort on the key alone is enough.
+    keyed.sort(key=lambda record: record[:KEY_BYTES])
+    examples = [record[KEY_BYTES:] for record in keyed]
+    del keyed
+    write_records_atomically(examples, output_file)
+    if packed_file:
+      write_records_atomically(self.pack(examples), packed_file)
+    yield len(examples)
+
+  def pack(self, examples: List[bytes]) -> List[bytes]:
+    size = self._packed_block_size
+    packed = pack_record_batch(self._decoder.DecodeBatch(examples), size)
+    if packed is not None:
+      return self._encoder.encode(packed)
+    return [reading.pack_examples(examples[start:start + size], self._feature_spec)
+            for start in range(0, len(examples), size)]
 
 
 @beam.ptransform_fn
-def WriteShardedTFRecords(records, output_path: str, num_shards: int):  # pylint: disable=invalid-name
-  """GZIP TFRecords at `<output_path>-NNNNN-of-MMMMM.gz`, `num_shards` per bundle at most."""
+def WriteShardedTFRecords(keyed_examples, output_path: str, num_shards: int,  # pylint: disable=invalid-name
+                          schema: Optional[schema_pb2.Schema] = None,
+                          packed_block_size: int = 0):
+  """Writes `(row keys, examples)` pairs as `num_shards` GZIP TFRecord files at most.
+
+  Files are `<output_path>-NNNNN-of-MMMMM.gz`, one per shard that holds examples; with
+  `packed_block_size` > 0 (and `schema`) the packed copy goes beside them, at
+  `packed_output_path(output_path)`. Bundles write to a temporary folder, removed once
+  every shard is merged and renamed into place.
+  """
   temporary_folder = os.path.join(os.path.dirname(output_path),
                                   f'.incomplete-{os.path.basename(output_path)}')
   tf.io.gfile.makedirs(temporary_folder)
-  return (records
+  packed_path = packed_output_path(output_path) if packed_block_size else None
+  return (keyed_examples
           | 'WriteShards' >> beam.ParDo(WriteShardsFn(temporary_folder, num_shards))
           | 'AllShards' >> beam.combiners.ToList()
-          | 'Finalize' >> beam.Map(finalize_shards, temporary_folder, output_path))
+          | 'PlanShards' >> beam.FlatMap(plan_shards, output_path, packed_path)
+          | 'Spread' >> beam.Reshuffle()
+          | 'MergeShards' >> beam.ParDo(MergeShardFn(schema, packed_block_size))
+          | 'AllMerged' >> beam.combiners.ToList()
+          # Files of a retried bundle were never listed; they go with the folder.
+          | 'RemoveTemporary' >> beam.Map(
+              lambda counts: (tf.io.gfile.rmtree(temporary_folder), len(counts))[1]))
 
 
 def packed_output_path(output_path: str) -> str:
@@ -206,7 +323,7 @@ class CopiedStatistics:
 
 def sharded_transform_processor(num_shards: int, packed_block_size: int,
                                 copied_statistics: Optional[CopiedStatistics] = None):
-  """Transform's processor class, writing TFRecords in at most `num_shards` files per bundle.
+  """Transform's processor class, writing each split in at most `num_shards` TFRecord files.
 
   With `packed_block_size` > 0 the same pipeline also writes the packed copy that
   `reading.make_dataset` prefers (blocks of that many examples per record), when
@@ -240,14 +357,10 @@ def sharded_transform_processor(num_shards: int, packed_block_size: int,
         progress.get_logger().info(
             'IngestionTransform: no packed copy, some transformed features are not '
             'fixed-shape (readers parse the examples instead).')
-      encoded = pcoll | 'EncodeAndSerialize' >> beam.ParDo(
-          EncodeFn(schema, block_size)).with_outputs(PACKED_TAG, main='examples')
-      written = encoded.examples | 'WriteToTFRecord' >> WriteShardedTFRecords(
-          output_path, num_shards)
-      if block_size:
-        _ = encoded[PACKED_TAG] | 'WritePacked' >> WriteShardedTFRecords(
-            packed_output_path(output_path), num_shards)
-      return written
+      return (pcoll
+              | 'EncodeAndSerialize' >> beam.ParDo(EncodeFn(schema))
+              | 'WriteToTFRecord' >> WriteShardedTFRecords(
+                  output_path, num_shards, schema=schema, packed_block_size=block_size))
 
   return ShardedTransformProcessor
 

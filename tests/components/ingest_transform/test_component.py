@@ -2,6 +2,7 @@
 
 import collections
 import glob
+import hashlib
 import json
 import os
 
@@ -233,6 +234,12 @@ def test_a_block_is_packed_from_the_columns_and_a_ragged_feature_is_not():
   assert ingest_executor.pack_record_batch(missing, 2) is None
 
 
+def keyed(records):
+  """A list of records as the encoder hands them on: with a key per record."""
+  return (np.array([int.from_bytes(hashlib.blake2b(record, digest_size=8).digest(), 'little')
+                    for record in records], np.uint64), records)
+
+
 def test_sharded_writes_from_several_processes_keep_every_record_once(tmp_path):
   """Two DirectRunner processes, many bundles: every record in exactly one renamed file."""
   import apache_beam as beam  # pylint: disable=import-outside-toplevel
@@ -243,10 +250,10 @@ def test_sharded_writes_from_several_processes_keep_every_record_once(tmp_path):
   options = pipeline_options.PipelineOptions(
       ['--direct_running_mode=multi_processing', '--direct_num_workers=2'])
   with beam.Pipeline(options=options) as pipeline:
-    _ = (pipeline | beam.Create(batches, reshuffle=True)
+    _ = (pipeline | beam.Create([keyed(batch) for batch in batches], reshuffle=True)
          | ingest_executor.WriteShardedTFRecords(output_path, 3))
   files = sorted(glob.glob(output_path + '-*'))
-  assert files and all(path.endswith(f'-of-{len(files):05d}.gz') for path in files)
+  assert [path[-18:] for path in files] == [f'-0000{index}-of-00003.gz' for index in range(3)]
   written = [record for record in tf.data.TFRecordDataset(
       files, compression_type='GZIP').as_numpy_iterator()]
   assert sorted(written) == sorted(record for batch in batches for record in batch)
@@ -254,24 +261,79 @@ def test_sharded_writes_from_several_processes_keep_every_record_once(tmp_path):
   assert sorted(os.listdir(tmp_path / 'Split-train')) == [os.path.basename(path) for path in files]
 
 
-def test_the_same_records_in_other_batch_sizes_make_the_same_shards(tmp_path):
-  """Beam's adaptive batching sizes the lists by the machine's load: shards must not care."""
+def record_batch(rows, column_order):
+  import pyarrow as pa  # pylint: disable=import-outside-toplevel
+  columns = {
+      'x': pa.array([[float(row) / 3] for row in rows], pa.large_list(pa.float32())),
+      'pair': pa.array([[row % 5, row % 7] for row in rows], pa.large_list(pa.int64())),
+      'word': pa.array([[f'w{row % 11}'.encode()] * (row % 3) for row in rows],
+                       pa.large_list(pa.large_binary())),
+  }
+  return pa.RecordBatch.from_arrays([columns[name] for name in column_order], column_order)
+
+
+def test_a_rows_key_follows_its_values_not_its_batch_or_column_order():
+  rows = list(range(200))
+  whole = ingest_executor.row_keys(record_batch(rows, ['x', 'pair', 'word']))
+  pieces = np.concatenate([ingest_executor.row_keys(record_batch(rows[start:start + 7],
+                                                                 ['word', 'x', 'pair']))
+                           for start in range(0, 200, 7)])
+  assert whole.dtype == np.uint64 and np.array_equal(whole, pieces)
+  # Every row of different values has its own key, and shards get a fair share.
+  assert len(set(whole.tolist())) == 200
+  assert min(np.bincount((whole % np.uint64(4)).astype(np.int64), minlength=4)) >= 30
+  # The same values in another feature, or in another place of the row, are another row.
+  import pyarrow as pa  # pylint: disable=import-outside-toplevel
+  swapped = pa.RecordBatch.from_arrays(
+      [pa.array([[1.0, 2.0], [2.0, 1.0]], pa.large_list(pa.float32())),
+       pa.array([[3.0], [3.0]], pa.large_list(pa.float32()))], ['a', 'b'])
+  renamed = pa.RecordBatch.from_arrays(list(swapped.columns), ['b', 'a'])
+  keys = ingest_executor.row_keys(swapped).tolist() + ingest_executor.row_keys(renamed).tolist()
+  assert len(set(keys)) == 4
+
+
+def test_the_same_rows_in_other_batches_and_processes_make_the_same_shards(tmp_path):
+  """Beam sizes batches and bundles by the machine's load: the shards must not care.
+
+  The encoder orders features differently in each process, so the files are compared by
+  what a reader parses from them, in order; the packed copy holds the same blocks.
+  """
   import apache_beam as beam  # pylint: disable=import-outside-toplevel
+  from apache_beam.options import pipeline_options  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  records = [helpers.serialize({'x': float(index), 'id': index}) for index in range(500)]
+  from tensorflow_transform.tf_metadata import schema_utils  # pylint: disable=import-outside-toplevel
+  feature_spec = {'x': tf.io.FixedLenFeature([1], tf.float32),
+                  'pair': tf.io.FixedLenFeature([2], tf.int64)}
+  schema = schema_utils.schema_from_feature_spec(feature_spec)
+  rows = list(range(500))
 
-  def shards(batch_size, name):
+  def shards(batch_size, order, name, arguments):
     output_path = str(tmp_path / name / 'Split-train' / 'transformed_examples')
-    batches = [records[start:start + batch_size] for start in range(0, len(records),
-                                                                      batch_size)]
-    with beam.Pipeline() as pipeline:
-      _ = (pipeline | beam.Create([batches]) | beam.FlatMap(lambda lists: lists)
-           | ingest_executor.WriteShardedTFRecords(output_path, 4))
-    return [list(tf.data.TFRecordDataset(path, compression_type='GZIP').as_numpy_iterator())
-            for path in sorted(glob.glob(output_path + '-*'))]
+    # 'word' is not in the schema: the encoder leaves it out, as Transform's own key column.
+    batches = [[record_batch(rows[start:start + batch_size], order)]
+               for start in range(0, len(rows), batch_size)]
+    with beam.Pipeline(options=pipeline_options.PipelineOptions(arguments)) as pipeline:
+      _ = (pipeline | beam.Create(batches, reshuffle=True)
+           | beam.ParDo(ingest_executor.EncodeFn(schema))
+           | ingest_executor.WriteShardedTFRecords(output_path, 4, schema=schema,
+                                                   packed_block_size=8))
+    parsed = []
+    for prefix in (output_path, ingest_executor.packed_output_path(output_path)):
+      for path in sorted(glob.glob(prefix + '-*')):
+        for record in tf.data.TFRecordDataset(path, compression_type='GZIP'):
+          example = tf.io.parse_single_example(record, {
+              key: tf.io.RaggedFeature(spec.dtype) for key, spec in feature_spec.items()})
+          parsed.append((os.path.basename(path)[-18:],
+                         {key: value.numpy().tolist() for key, value in example.items()}))
+    return parsed
 
-  small, large = shards(7, 'small'), shards(64, 'large')
-  assert len(small) == 4 and small == large
+  one = shards(7, ['x', 'pair', 'word'], 'small', ['--direct_running_mode=in_memory'])
+  other = shards(64, ['word', 'pair', 'x'], 'large', ['--direct_running_mode=multi_processing',
+                                              '--direct_num_workers=2'])
+  names = sorted({name for name, _ in one})
+  assert names == [f'-0000{index}-of-00004.gz' for index in range(4)]
+  # 500 examples and ceil(shard size / 8) blocks, the same on both runs and in the same order.
+  assert sum(len(example['x']) for _, example in one) == 2 * 500 and one == other
 
 
 def marked_statistics(folder, splits):
