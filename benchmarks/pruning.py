@@ -9,10 +9,10 @@ as a user runs it:
 Each runs once per seed (`--seed`, SEEDS; taxi on TAXI_SEEDS, five of them: `make demo`'s
 command, each of which must push a model). The ten-seed check of `make demo` (issue 37)
 is this benchmark with `--chains taxi --taxi-seeds 1,2,3,4,5,6,7,8,9,10 --no-baseline`,
-kept out of `make bench` for time; its seeds 1-5 are the runs `make bench` makes. From every run's Pruner
-`metrics.json` (on `eval`, what the Pruner chooses by) it reports what was handed on, its
-accuracy against the teacher and the majority class, and the Pruner's time; from the
-gate, what was chosen and its test accuracy. The rule checked: a pruned model is never
+kept out of `make bench` for time; its seeds 1-5 are the runs `make bench` makes. From
+every run's Pruner `metrics.json` (on `eval`, what the Pruner chooses by) it reports what was
+handed on, its accuracy against the teacher and the majority class, and the Pruner's time;
+from the gate, what was chosen and its test accuracy. The rule checked: a pruned model is never
 more than `max_accuracy_drop` below the teacher on eval, nor within noise of the
 majority class (McNemar on the same eval examples, as the Pruner records it); when
 pruning does not pay, the input goes on unchanged and the gate leaves the pruned pair out.

@@ -68,7 +68,8 @@ def pack_record_batch(record_batch: pa.RecordBatch, block_size: int) -> Optional
 # SplitMix64's multipliers: each output bit of `mix64` depends on every input bit.
 _MIX_MULTIPLIERS = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-KEY_BYTES = 8
+# The key column in the temporary shard files; never written to the examples.
+ROW_KEY_COLUMN = '__distillery_row_key__'
 
 
 def mix64(values: np.ndarray) -> np.ndarray:
@@ -143,45 +144,40 @@ def row_keys(record_batch: pa.RecordBatch) -> np.ndarray:
   return keys
 
 
-class EncodeFn(beam.DoFn):
-  """Each transformed record batch as one `(row keys, serialized examples)` pair.
+class KeyRowsFn(beam.DoFn):
+  """Each transformed record batch as one `(row keys, record batch)` pair.
 
-  A list per record batch, not an element per example: Beam's per-element cost was a
-  large share of the transform's time at a million rows. The keys (`row_keys`) decide
-  each example's shard and its place there.
+  The batch keeps only the schema's features, in name order. Examples are encoded later,
+  per shard: a list per record batch, not an element per example, since Beam's
+  per-element cost was a large share of the transform's time at a million rows.
   """
 
   def __init__(self, schema: schema_pb2.Schema):
     self._schema = schema
-    self._encoder = None
     self._feature_names = None
 
   def setup(self):
-    self._encoder = example_coder.RecordBatchToExamplesEncoder(self._schema)
     self._feature_names = set(schema_utils.schema_as_feature_spec(self._schema).feature_spec)
 
   def process(self, data_batch):
     record_batch = data_batch[0]
     # Transform may add an internal key column; what is written never carries it.
-    kept = [index for index, name in enumerate(record_batch.schema.names)
-            if name in self._feature_names]
-    record_batch = pa.RecordBatch.from_arrays(
-        [record_batch.column(index) for index in kept],
-        [record_batch.schema.names[index] for index in kept])
+    kept = sorted(name for name in record_batch.schema.names if name in self._feature_names)
     if not record_batch.num_rows:
       return
-    yield row_keys(record_batch), self._encoder.encode(record_batch)
+    record_batch = pa.RecordBatch.from_arrays(
+        [record_batch.column(record_batch.schema.get_field_index(name)) for name in kept], kept)
+    yield row_keys(record_batch), record_batch
 
 
 class WriteShardsFn(beam.DoFn):
-  """Writes each bundle's examples into one uncompressed file per shard, key first.
+  """Writes each bundle's rows into one Arrow stream file per shard, with their keys.
 
   Beam's `WriteToTFRecord(num_shards=N)` groups every record by shard, and the
   DirectRunner holds a grouped collection in memory: peak memory grew with the rows.
-  Here nothing is grouped but the file names. An example's shard is its row key modulo
-  the shard count, so which examples share a shard does not depend on how Beam cut the
-  rows into batches and bundles (that follows the machine's load); `MergeShardFn` then
-  orders each shard by key.
+  Here nothing is grouped but the file names. A row's shard is its key modulo the shard
+  count, so which rows share a shard does not depend on how Beam cut them into batches
+  and bundles (that follows the machine's load); `MergeShardFn` then orders each shard.
   """
 
   def __init__(self, temporary_folder: str, num_shards: int):
@@ -193,29 +189,35 @@ class WriteShardsFn(beam.DoFn):
   def start_bundle(self):
     self._writers, self._paths = {}, {}
 
-  def process(self, keyed_examples: Tuple[np.ndarray, List[bytes]]):
-    keys, examples = keyed_examples
-    shards = (keys % np.uint64(self._num_shards)).tolist()
-    key_prefixes = keys.astype('>u8').tobytes()
-    for index, (shard, example) in enumerate(zip(shards, examples)):
-      writer = self._writers.get(shard)
-      if writer is None:
+  def process(self, keyed_rows: Tuple[np.ndarray, pa.RecordBatch]):
+    keys, record_batch = keyed_rows
+    shards = keys % np.uint64(self._num_shards)
+    keyed = pa.RecordBatch.from_arrays([*record_batch.columns, pa.array(keys, pa.uint64())],
+                                       [*record_batch.schema.names, ROW_KEY_COLUMN])
+    for shard in np.unique(shards).tolist():
+      rows = keyed.take(pa.array(np.flatnonzero(shards == shard)))
+      if shard not in self._writers:
         # The random part keeps this bundle's file apart from another's (or a retry's).
-        path = os.path.join(self._temporary_folder, f'{shard:05d}-{uuid.uuid4().hex}')
-        writer = self._writers[shard] = tf.io.TFRecordWriter(path)
+        path = os.path.join(self._temporary_folder, f'{shard:05d}-{uuid.uuid4().hex}.arrow')
+        sink = pa.OSFile(path, 'wb')
+        self._writers[shard] = (sink, pa.ipc.new_stream(sink, rows.schema), rows.schema)
         self._paths[shard] = path
-      writer.write(key_prefixes[index * KEY_BYTES:(index + 1) * KEY_BYTES] + example)
+      _, writer, schema = self._writers[shard]
+      if not rows.schema.equals(schema):
+        rows = pa.Table.from_batches([rows]).cast(schema).combine_chunks().to_batches()[0]
+      writer.write_batch(rows)
 
   def finish_bundle(self):
-    for writer in self._writers.values():
+    for sink, writer, _ in self._writers.values():
       writer.close()
+      sink.close()
     for shard, path in self._paths.items():
       yield beam.transforms.window.GlobalWindows.windowed_value((shard, path))
 
 
 def plan_shards(written: List[Tuple[int, str]], output_path: str,
                 packed_path: Optional[str]) -> List[Tuple[List[str], str, Optional[str]]]:
-  """One `(bundle files, output file, packed file)` per shard that holds examples."""
+  """One `(bundle files, output file, packed file)` per shard that holds rows."""
   by_shard = collections.defaultdict(list)
   for shard, path in written:
     by_shard[shard].append(path)
@@ -235,58 +237,59 @@ def write_records_atomically(records: Iterable[bytes], path: str) -> None:
 
 
 class MergeShardFn(beam.DoFn):
-  """Reads one shard's bundle files, orders its examples by row key and writes it whole.
+  """Reads one shard's bundle files, orders its rows by key, encodes and writes it whole.
 
   Ordered by key, not by arrival: the same rows then make the same file on every run,
   whatever the load, and a seeded reader trains the same model from them. The key is a
   hash, so the order is a fixed shuffle, not a sort by any feature. The packed copy (blocks
-  of `packed_block_size` examples) is built here from the ordered examples, so its blocks
-  hold the same examples on every run too.
+  of `packed_block_size` examples, each block's values joined from the columns) is built
+  from the same ordered rows, so its blocks hold the same examples on every run too.
   """
 
   def __init__(self, schema: schema_pb2.Schema, packed_block_size: int):
     self._schema = schema
     self._packed_block_size = packed_block_size
-    self._decoder = None
     self._encoder = None
     self._feature_spec = None
 
   def setup(self):
-    if self._packed_block_size:
-      self._decoder = example_coder.ExamplesToRecordBatchDecoder(
-          self._schema.SerializeToString())
-      self._encoder = example_coder.RecordBatchToExamplesEncoder(self._schema)
-      self._feature_spec = schema_utils.schema_as_feature_spec(self._schema).feature_spec
+    self._encoder = example_coder.RecordBatchToExamplesEncoder(self._schema)
+    self._feature_spec = schema_utils.schema_as_feature_spec(self._schema).feature_spec
 
   def process(self, planned: Tuple[List[str], str, Optional[str]]):
     paths, output_file, packed_file = planned
-    keyed = [record for path in paths for record in tf.compat.v1.io.tf_record_iterator(path)]
+    tables = []
+    for path in paths:
+      with pa.OSFile(path, 'rb') as handle:
+        tables.append(pa.ipc.open_stream(handle).read_all())
+    table = pa.concat_tables(tables)
+    del tables
     # Equal keys are equal rows, so a stable sort on the key alone is enough.
-    keyed.sort(key=lambda record: record[:KEY_BYTES])
-    examples = [record[KEY_BYTES:] for record in keyed]
-    del keyed
+    order = np.argsort(table.column(ROW_KEY_COLUMN).to_numpy(), kind='stable')
+    table = table.drop([ROW_KEY_COLUMN]).take(pa.array(order)).combine_chunks()
+    batches = table.to_batches()
+    examples = [example for batch in batches for example in self._encoder.encode(batch)]
     write_records_atomically(examples, output_file)
     if packed_file:
-      write_records_atomically(self.pack(examples), packed_file)
-    yield len(examples)
+      write_records_atomically(self.pack(batches, examples), packed_file)
+    yield table.num_rows
 
-  def pack(self, examples: List[bytes]) -> List[bytes]:
+  def pack(self, batches: List[pa.RecordBatch], examples: List[bytes]) -> List[bytes]:
     size = self._packed_block_size
-    packed = pack_record_batch(self._decoder.DecodeBatch(examples), size)
-    if packed is not None:
-      return self._encoder.encode(packed)
+    packed = [pack_record_batch(batch, size) for batch in batches]
+    if len(batches) == 1 and packed[0] is not None:
+      return self._encoder.encode(packed[0])
     return [reading.pack_examples(examples[start:start + size], self._feature_spec)
             for start in range(0, len(examples), size)]
 
 
 @beam.ptransform_fn
-def WriteShardedTFRecords(keyed_examples, output_path: str, num_shards: int,  # pylint: disable=invalid-name
-                          schema: Optional[schema_pb2.Schema] = None,
-                          packed_block_size: int = 0):
-  """Writes `(row keys, examples)` pairs as `num_shards` GZIP TFRecord files at most.
+def WriteShardedTFRecords(keyed_rows, output_path: str, num_shards: int,  # pylint: disable=invalid-name
+                          schema: schema_pb2.Schema, packed_block_size: int = 0):
+  """Writes `(row keys, record batch)` pairs as at most `num_shards` GZIP TFRecord files.
 
-  Files are `<output_path>-NNNNN-of-MMMMM.gz`, one per shard that holds examples; with
-  `packed_block_size` > 0 (and `schema`) the packed copy goes beside them, at
+  Files are `<output_path>-NNNNN-of-MMMMM.gz` of serialized `tf.Example`s, one per shard
+  that holds rows; with `packed_block_size` > 0 the packed copy goes beside them, at
   `packed_output_path(output_path)`. Bundles write to a temporary folder, removed once
   every shard is merged and renamed into place.
   """
@@ -294,7 +297,7 @@ def WriteShardedTFRecords(keyed_examples, output_path: str, num_shards: int,  # 
                                   f'.incomplete-{os.path.basename(output_path)}')
   tf.io.gfile.makedirs(temporary_folder)
   packed_path = packed_output_path(output_path) if packed_block_size else None
-  return (keyed_examples
+  return (keyed_rows
           | 'WriteShards' >> beam.ParDo(WriteShardsFn(temporary_folder, num_shards))
           | 'AllShards' >> beam.combiners.ToList()
           | 'PlanShards' >> beam.FlatMap(plan_shards, output_path, packed_path)
@@ -358,7 +361,7 @@ def sharded_transform_processor(num_shards: int, packed_block_size: int,
             'IngestionTransform: no packed copy, some transformed features are not '
             'fixed-shape (readers parse the examples instead).')
       return (pcoll
-              | 'EncodeAndSerialize' >> beam.ParDo(EncodeFn(schema))
+              | 'KeyRows' >> beam.ParDo(KeyRowsFn(schema))
               | 'WriteToTFRecord' >> WriteShardedTFRecords(
                   output_path, num_shards, schema=schema, packed_block_size=block_size))
 

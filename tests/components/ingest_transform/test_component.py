@@ -2,7 +2,6 @@
 
 import collections
 import glob
-import hashlib
 import json
 import os
 
@@ -234,29 +233,32 @@ def test_a_block_is_packed_from_the_columns_and_a_ragged_feature_is_not():
   assert ingest_executor.pack_record_batch(missing, 2) is None
 
 
-def keyed(records):
-  """A list of records as the encoder hands them on: with a key per record."""
-  return (np.array([int.from_bytes(hashlib.blake2b(record, digest_size=8).digest(), 'little')
-                    for record in records], np.uint64), records)
-
-
-def test_sharded_writes_from_several_processes_keep_every_record_once(tmp_path):
-  """Two DirectRunner processes, many bundles: every record in exactly one renamed file."""
+def test_sharded_writes_from_several_processes_keep_every_row_once(tmp_path):
+  """Two DirectRunner processes, many bundles: every row in exactly one renamed file."""
   import apache_beam as beam  # pylint: disable=import-outside-toplevel
   from apache_beam.options import pipeline_options  # pylint: disable=import-outside-toplevel
+  import pyarrow as pa  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from tensorflow_transform.tf_metadata import schema_utils  # pylint: disable=import-outside-toplevel
   output_path = str(tmp_path / 'Split-train' / 'transformed_examples')
-  batches = [[f'{batch}-{index}'.encode() for index in range(7)] for batch in range(300)]
+  names = [[f'{batch}-{index}'.encode() for index in range(7)] for batch in range(300)]
+  feature_spec = {'name': tf.io.FixedLenFeature([], tf.string)}
+  batches = [[pa.RecordBatch.from_arrays(
+      [pa.array([[name] for name in batch], pa.large_list(pa.large_binary()))], ['name'])]
+             for batch in names]
   options = pipeline_options.PipelineOptions(
       ['--direct_running_mode=multi_processing', '--direct_num_workers=2'])
   with beam.Pipeline(options=options) as pipeline:
-    _ = (pipeline | beam.Create([keyed(batch) for batch in batches], reshuffle=True)
-         | ingest_executor.WriteShardedTFRecords(output_path, 3))
+    _ = (pipeline | beam.Create(batches, reshuffle=True)
+         | beam.ParDo(ingest_executor.KeyRowsFn(schema_utils.schema_from_feature_spec(
+             feature_spec)))
+         | ingest_executor.WriteShardedTFRecords(
+             output_path, 3, schema_utils.schema_from_feature_spec(feature_spec)))
   files = sorted(glob.glob(output_path + '-*'))
   assert [path[-18:] for path in files] == [f'-0000{index}-of-00003.gz' for index in range(3)]
-  written = [record for record in tf.data.TFRecordDataset(
-      files, compression_type='GZIP').as_numpy_iterator()]
-  assert sorted(written) == sorted(record for batch in batches for record in batch)
+  written = [tf.io.parse_single_example(record, feature_spec)['name'].numpy()
+             for record in tf.data.TFRecordDataset(files, compression_type='GZIP')]
+  assert sorted(written) == sorted(name for batch in names for name in batch)
   # Nothing else is left in the split's folder: no temporary folder, no stray file.
   assert sorted(os.listdir(tmp_path / 'Split-train')) == [os.path.basename(path) for path in files]
 
@@ -314,7 +316,7 @@ def test_the_same_rows_in_other_batches_and_processes_make_the_same_shards(tmp_p
                for start in range(0, len(rows), batch_size)]
     with beam.Pipeline(options=pipeline_options.PipelineOptions(arguments)) as pipeline:
       _ = (pipeline | beam.Create(batches, reshuffle=True)
-           | beam.ParDo(ingest_executor.EncodeFn(schema))
+           | beam.ParDo(ingest_executor.KeyRowsFn(schema))
            | ingest_executor.WriteShardedTFRecords(output_path, 4, schema=schema,
                                                    packed_block_size=8))
     parsed = []
