@@ -421,3 +421,49 @@ def test_a_users_stats_options_updater_fn_has_them_computed():
   executor._copied_statistics = ingest_executor.CopiedStatistics('source', 'target')  # pylint: disable=protected-access
   assert executor._GetStatsOptionsUpdaterFn({}) is None  # pylint: disable=protected-access
   assert executor._copied_statistics.source == 'source'  # pylint: disable=protected-access
+
+
+def transformed_records(folder):
+  """Every file's examples in the order it holds them, each serialized deterministically.
+
+  (tfx_bsl's encoder writes a map's features in an order of its own, so the files' bytes
+  are compared as parsed examples.)
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  records = {}
+  for path in sorted(glob.glob(os.path.join(folder, '**', '*.gz'), recursive=True)):
+    records[os.path.relpath(path, folder)] = [
+        tf.train.Example.FromString(record.numpy()).SerializeToString(deterministic=True)
+        for record in tf.data.TFRecordDataset(path, compression_type='GZIP')]
+  return records
+
+
+def test_the_same_rows_under_another_load_make_the_same_transform(pipeline_run, tmp_path,
+                                                                 monkeypatch):
+  """Beam sizes its batches by their timing; Transform's must not follow the machine's load.
+
+  Each run gets batches of another size wherever Beam is left to choose (as a busy and an
+  idle machine would); the transformed examples must come out the same, byte for byte.
+  """
+  from apache_beam.transforms import util as beam_util  # pylint: disable=g-import-not-at-top
+  _, metadata_path = pipeline_run
+  examples_artifact, schema_artifact = run_inputs(metadata_path)
+  component = make(num_shards=2)
+  exec_properties = dict(component.exec_properties)
+  exec_properties['module_file'] = STOCK_TAXI_MODULE
+  runs = []
+  for index, chosen_size in enumerate((7, 1000)):
+    monkeypatch.setattr(
+        beam_util._BatchSizeEstimator, '_calculate_next_batch_size',  # pylint: disable=protected-access
+        lambda self, size=chosen_size: max(self._min_batch_size, min(size, self._max_batch_size)))
+    outputs = transform_outputs(tmp_path / f'run-{index}', with_statistics=False)
+    context = ingest_executor.Executor.Context(
+        beam_pipeline_args=['--direct_num_workers=1'], tmp_dir=str(tmp_path / f'tmp-{index}'),
+        unique_id=str(index))
+    ingest_executor.Executor(context).Do(
+        {standard_component_specs.EXAMPLES_KEY: [examples_artifact],
+         standard_component_specs.SCHEMA_KEY: [schema_artifact]}, outputs, exec_properties)
+    runs.append(transformed_records(
+        outputs[standard_component_specs.TRANSFORMED_EXAMPLES_KEY][0].uri))
+  assert runs[0] and sum(len(records) for records in runs[0].values()) > 100
+  assert runs[0] == runs[1]
