@@ -1,10 +1,14 @@
 """Pieces the benchmarks share: transformed data from the real pipeline, quiet output, saving."""
 
 import argparse
+import concurrent.futures
 import contextlib
+import ctypes
 import json
+import multiprocessing
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -20,6 +24,28 @@ from tfx_distillery.components.common import progress
 from tfx_distillery.pipelines import datasets
 from tfx_distillery.pipelines import pipeline
 from tfx_distillery.pipelines import summary
+
+
+# Linux's prctl option: the signal a process gets when the thread that started it ends.
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+  """A pool worker's initializer: the kernel kills the worker when its benchmark ends."""
+  if sys.platform.startswith('linux'):
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+@contextlib.contextmanager
+def process_pool(processes: int):
+  """Spawned worker processes for work that is measured by accuracy only, never by time.
+
+  Each worker dies with the benchmark; a caller waits on each result with a bound.
+  """
+  with concurrent.futures.ProcessPoolExecutor(
+      processes, mp_context=multiprocessing.get_context('spawn'),
+      initializer=die_with_parent) as pool:
+    yield pool
 
 
 def transform_dataset(dataset_name: str, work_dir: str, num_shards: int = 8,

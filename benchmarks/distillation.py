@@ -57,6 +57,12 @@ FOLDS = 5
 # Hidden units of the digits student (64 -> width -> 10): 0.4%, 1.6% and 6.4% of the teacher.
 DIGITS_WIDTHS = (8, 32, 128)
 MAX_PARAM_RATIO = 0.10
+# Folds and seeds are independent, so they run this many at a time, each in a worker
+# process: this benchmark's figures are accuracies, which do not depend on the load (the
+# same seed and data make the same model), and it took 27 minutes one at a time.
+PROCESSES = 2
+# A bound on the wait for one fold's or one seed's work.
+TASK_TIMEOUT_S = 3600
 TARGET_GAP_CLOSED = 0.5
 TAXI_MAX_TEACHER_GAP = 0.005
 
@@ -189,13 +195,24 @@ def spread(values):
   return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def run_taxi(work_dir: str, seeds) -> dict:
+def taxi_students(work_dir: str, dataset, uris: tuple, teacher_uri: str, seed: int) -> dict:
+  """One seed's three taxi students, measured on `test` (a task for a worker process)."""
+  transformed_uri, graph_uri, raw_uri = uris
+  return students(common.executor_inputs(transformed_uri, graph_uri), teacher_uri, dataset,
+                  BUDGETS['taxi'], os.path.join(work_dir, 'taxi', 'students'), seed,
+                  test_set_for(raw_uri, graph_uri, dataset))
+
+
+def run_taxi(work_dir: str, seeds, pool) -> dict:
   dataset = datasets.resolve('taxi', work_dir)
   budget = BUDGETS['taxi']
-  transformed_uri, graph_uri, raw_uri = common.transform_dataset('taxi',
-                                                                 os.path.join(work_dir, 'taxi'))
+  uris = common.transform_dataset('taxi', os.path.join(work_dir, 'taxi'))
+  transformed_uri, graph_uri, raw_uri = uris
   inputs = common.executor_inputs(transformed_uri, graph_uri)
   teacher_uri = train_teacher(inputs, dataset, budget, os.path.join(work_dir, 'taxi', 'teacher'))
+  # Each seed's students in a worker, while this process trains the teacher's twin.
+  seed_runs = [pool.submit(taxi_students, work_dir, dataset, uris, teacher_uri, seed)
+               for seed in seeds]
   test_set = test_set_for(raw_uri, graph_uri, dataset)
   # The same teacher without early stopping: its curve and test accuracy before the change.
   unstopped_uri = train_teacher(inputs, dataset, budget,
@@ -205,9 +222,7 @@ def run_taxi(work_dir: str, seeds) -> dict:
                                 latency_runs=1)
   teacher = measuring.measure(evaluation.serving_model_path(teacher_uri), test_set,
                               latency_runs=1)
-  runs = [students(inputs, teacher_uri, dataset, budget,
-                   os.path.join(work_dir, 'taxi', 'students'), seed, test_set)
-          for seed in seeds]
+  runs = [run.result(timeout=TASK_TIMEOUT_S) for run in seed_runs]
   result = {
       'seeds': list(seeds),
       'test_examples': test_set.size,
@@ -261,27 +276,36 @@ def gap_closed(student: float, scratch: float, teacher: float) -> Optional[float
   return (student - scratch) / gap if gap > 0 else None
 
 
-def run_digits(work_dir: str, seeds) -> dict:
-  dataset = datasets.resolve('digits', work_dir)
+def digits_fold(work_dir: str, dataset, fold: int, root: str, seed: int) -> dict:
+  """Fold `fold`: its transform, teacher and students of every width (a worker's task)."""
   budget = BUDGETS['digits']
-  per_fold = []
-  for fold, (root, seed) in enumerate(zip(write_folds(work_dir, FOLDS), seeds)):
-    fold_dir = os.path.join(work_dir, f'digits-fold{fold}')
-    transformed_uri, graph_uri, raw_uri = common.transform_dataset('digits', fold_dir,
-                                                                   data_root=root)
-    inputs = common.executor_inputs(transformed_uri, graph_uri)
-    teacher_uri = train_teacher(inputs, dataset, budget, os.path.join(fold_dir, 'teacher'),
-                                seed=seed)
-    test_set = test_set_for(raw_uri, graph_uri, dataset)
-    teacher = measuring.measure(evaluation.serving_model_path(teacher_uri), test_set,
-                                latency_runs=1)
-    widths = {width: students(inputs, teacher_uri, dataset, budget,
-                              os.path.join(fold_dir, f'width{width}'), seed, test_set,
-                              {'hidden_units': width})
-              for width in DIGITS_WIDTHS}
-    per_fold.append({'seed': seed, 'test_examples': test_set.size,
-                     'teacher': teacher['accuracy'], 'majority': teacher['majority_accuracy'],
-                     'teacher_curve': teacher_curve(teacher_uri), 'widths': widths})
+  fold_dir = os.path.join(work_dir, f'digits-fold{fold}')
+  transformed_uri, graph_uri, raw_uri = common.transform_dataset('digits', fold_dir,
+                                                                 data_root=root)
+  inputs = common.executor_inputs(transformed_uri, graph_uri)
+  teacher_uri = train_teacher(inputs, dataset, budget, os.path.join(fold_dir, 'teacher'),
+                              seed=seed)
+  test_set = test_set_for(raw_uri, graph_uri, dataset)
+  teacher = measuring.measure(evaluation.serving_model_path(teacher_uri), test_set,
+                              latency_runs=1)
+  widths = {width: students(inputs, teacher_uri, dataset, budget,
+                            os.path.join(fold_dir, f'width{width}'), seed, test_set,
+                            {'hidden_units': width})
+            for width in DIGITS_WIDTHS}
+  return {'seed': seed, 'test_examples': test_set.size,
+          'teacher': teacher['accuracy'], 'majority': teacher['majority_accuracy'],
+          'teacher_curve': teacher_curve(teacher_uri), 'widths': widths}
+
+
+def submit_digits(work_dir: str, seeds, pool) -> list:
+  """Every fold as a task for the pool; `summarize_digits` takes their results."""
+  dataset = datasets.resolve('digits', work_dir)
+  return [pool.submit(digits_fold, work_dir, dataset, fold, root, seed)
+          for fold, (root, seed) in enumerate(zip(write_folds(work_dir, FOLDS), seeds))]
+
+
+def summarize_digits(fold_runs: list) -> dict:
+  per_fold = [run.result(timeout=TASK_TIMEOUT_S) for run in fold_runs]
   total = sum(fold['test_examples'] for fold in per_fold)
 
   def pooled(values):
@@ -460,14 +484,21 @@ def main() -> None:
   parser = common.argument_parser(__doc__, 'distillery-distillation-benchmark')
   parser.add_argument('--seeds', default=','.join(str(seed) for seed in SEEDS))
   parser.add_argument('--datasets', default='taxi,digits')
+  parser.add_argument('--processes', type=int, default=PROCESSES,
+                      help='worker processes for folds and seeds (1: one at a time)')
   args = parser.parse_args()
   seeds = [int(seed) for seed in args.seeds.split(',')]
   names = args.datasets.split(',')
 
   def run():
-    taxi = run_taxi(os.path.join(args.work_dir, 'taxi-run'), seeds) if 'taxi' in names else {}
-    digits = (run_digits(os.path.join(args.work_dir, 'digits-run'), seeds)
-              if 'digits' in names else {})
+    with common.process_pool(args.processes) as pool:
+      # Digits' folds queue first: the workers take them while this process makes taxi's
+      # transform and teacher.
+      fold_runs = (submit_digits(os.path.join(args.work_dir, 'digits-run'), seeds, pool)
+                   if 'digits' in names else [])
+      taxi = (run_taxi(os.path.join(args.work_dir, 'taxi-run'), seeds, pool)
+              if 'taxi' in names else {})
+      digits = summarize_digits(fold_runs) if fold_runs else {}
     return {**describe(taxi, digits, seeds), 'seeds': seeds, 'taxi': taxi, 'digits': digits,
             'budgets': BUDGETS}
 
