@@ -18,6 +18,9 @@ budget. Every accuracy is measured by the one measuring module on the held-out
   fold k gets its own transform, teacher and seed. Students of several widths
   show gap_closed against the student's share of the teacher's parameters.
 
+Folds and students run two at a time in worker processes (`--processes`): the figures
+are accuracies, and the same seed and data make the same model under any load.
+
 The seeds are fixed here, before any result: none of them was used to choose the
 Distiller's defaults (those were explored on eval with seeds 3-5 and 20-25, and
 for #24 on eval with seed 3).
@@ -171,10 +174,12 @@ def student_settings() -> dict:
 
 
 def students(inputs, teacher_uri, dataset, budget, output_dir, seed, test_set,
-             hyperparameters=None) -> dict:
-  """Ours, the from-scratch twin and the keras.io recipe, each measured on `test`."""
+             hyperparameters=None, names=STUDENTS) -> dict:
+  """Ours, the from-scratch twin and the keras.io recipe (or those `names`), on `test`."""
   figures = {}
   for name, settings in student_settings().items():
+    if name not in names:
+      continue
     run = distill(inputs, teacher_uri, dataset, budget,
                   os.path.join(output_dir, f'{name}-{seed}-{time.time_ns()}'), seed, settings,
                   hyperparameters)
@@ -195,12 +200,13 @@ def spread(values):
   return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
-def taxi_students(work_dir: str, dataset, uris: tuple, teacher_uri: str, seed: int) -> dict:
-  """One seed's three taxi students, measured on `test` (a task for a worker process)."""
+def taxi_student(work_dir: str, dataset, uris: tuple, teacher_uri: str, seed: int,
+                 name: str) -> dict:
+  """One seed's taxi student `name`, measured on `test` (a task for a worker process)."""
   transformed_uri, graph_uri, raw_uri = uris
   return students(common.executor_inputs(transformed_uri, graph_uri), teacher_uri, dataset,
                   BUDGETS['taxi'], os.path.join(work_dir, 'taxi', 'students'), seed,
-                  test_set_for(raw_uri, graph_uri, dataset))
+                  test_set_for(raw_uri, graph_uri, dataset), names=(name,))
 
 
 def run_taxi(work_dir: str, seeds, pool) -> dict:
@@ -210,9 +216,9 @@ def run_taxi(work_dir: str, seeds, pool) -> dict:
   transformed_uri, graph_uri, raw_uri = uris
   inputs = common.executor_inputs(transformed_uri, graph_uri)
   teacher_uri = train_teacher(inputs, dataset, budget, os.path.join(work_dir, 'taxi', 'teacher'))
-  # Each seed's students in a worker, while this process trains the teacher's twin.
-  seed_runs = [pool.submit(taxi_students, work_dir, dataset, uris, teacher_uri, seed)
-               for seed in seeds]
+  # Each seed's students in the workers, while this process trains the teacher's twin.
+  student_runs = [[pool.submit(taxi_student, work_dir, dataset, uris, teacher_uri, seed, name)
+                   for name in STUDENTS] for seed in seeds]
   test_set = test_set_for(raw_uri, graph_uri, dataset)
   # The same teacher without early stopping: its curve and test accuracy before the change.
   unstopped_uri = train_teacher(inputs, dataset, budget,
@@ -222,7 +228,11 @@ def run_taxi(work_dir: str, seeds, pool) -> dict:
                                 latency_runs=1)
   teacher = measuring.measure(evaluation.serving_model_path(teacher_uri), test_set,
                               latency_runs=1)
-  runs = [run.result(timeout=TASK_TIMEOUT_S) for run in seed_runs]
+  runs = []
+  for seed_runs in student_runs:
+    runs.append({})
+    for run in seed_runs:
+      runs[-1].update(run.result(timeout=TASK_TIMEOUT_S))
   result = {
       'seeds': list(seeds),
       'test_examples': test_set.size,

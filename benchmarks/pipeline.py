@@ -11,13 +11,15 @@ Accuracy is compared over seeds: the first run again with each of ACCURACY_SEEDS
 determinism on), against
 `distillery run --seed` at ACCURACY_BASELINE_COMMIT with the same seeds, the last commit
 before the Pruner's and the Distiller's choices became paired tests (the first with
-`--seed`; BASELINE_COMMIT, the speed baseline, has no seed to give). What op determinism
+`--seed`; BASELINE_COMMIT, the speed baseline, has no seed to give; its three runs go at
+once, since only their accuracy is read). What op determinism
 costs is the median over three pairs of first runs, unseeded then seeded.
 
 Usage:
   python -m benchmarks.pipeline --json
 """
 
+import concurrent.futures
 import json
 import os
 import shutil
@@ -101,20 +103,28 @@ def chosen_accuracy(models: dict, chosen) -> float:
 
 
 def seeded_baseline_runs(work_dir: str, seeds) -> list:
-  """`distillery run --dataset taxi --seed S` at ACCURACY_BASELINE_COMMIT, one per seed."""
-  runs = []
+  """`distillery run --dataset taxi --seed S` at ACCURACY_BASELINE_COMMIT, one per seed.
+
+  The runs go all at once: only their accuracy is read, never their time.
+  """
   with common.package_at_commit(ACCURACY_BASELINE_COMMIT, work_dir) as (package_root,
                                                                         environment):
-    for seed in seeds:
-      outcome = chains.run_chain(
+    def run(seed):
+      return chains.run_chain(
           [sys.executable, '-m', 'tfx_distillery.pipelines.cli', 'run', '--dataset', 'taxi',
            '--seed', str(seed)],
           os.path.join(work_dir, f'accuracy-baseline-{seed}'), environment, cwd=package_root)
-      gate = outcome['gate'] or {}
-      models = {candidate['name']: candidate for candidate in gate.get('candidates', [])}
-      runs.append({'seed': seed, 'exit_status': outcome['exit_status'],
-                   'chosen': gate.get('chosen'),
-                   'accuracy': chosen_accuracy(models, gate.get('chosen'))})
+
+    with concurrent.futures.ThreadPoolExecutor(len(seeds)) as pool:
+      outcomes = [pool.submit(run, seed) for seed in seeds]
+      outcomes = [outcome.result(timeout=chains.CHAIN_TIMEOUT_S) for outcome in outcomes]
+  runs = []
+  for seed, outcome in zip(seeds, outcomes):
+    gate = outcome['gate'] or {}
+    models = {candidate['name']: candidate for candidate in gate.get('candidates', [])}
+    runs.append({'seed': seed, 'exit_status': outcome['exit_status'],
+                 'chosen': gate.get('chosen'),
+                 'accuracy': chosen_accuracy(models, gate.get('chosen'))})
   return runs
 
 
