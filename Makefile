@@ -23,7 +23,7 @@ test: $(INSTALLED)
 	$(PYTHON) -m pytest tests
 
 # Every benchmark, each writing docs/results/<name>.json, then docs/benchmarks.md from them.
-# Long (about 120 minutes on 2 cores); not part of `make test`. Run it on an idle machine.
+# Long (60 to 90 minutes on 2 cores); not part of `make test`. Run it on an idle machine.
 BENCHMARKS := ingestion distributed compression pipeline beam_modes scale pruning distillation
 bench: $(INSTALLED)
 	set -e; for name in $(BENCHMARKS); do $(PYTHON) -m benchmarks.$$name --save --json; done
