@@ -286,10 +286,19 @@ class TrainingRun:
                                 record_dataset_fn=record_dataset_fn)
 
   def eval_dataset(self, file_pattern=None, record_dataset_fn=None) -> tf.data.Dataset:
-    """Batches of the eval split (or of `file_pattern`), repeated."""
+    """Batches of the eval split (or of `file_pattern`), repeated, in file order.
+
+    Unshuffled, and in a fixed order with or without a seed: Keras makes a new
+    iterator for every validation, and a shuffle's seeds are shared by its
+    iterators, so a dropped iterator that had read ahead would move the next
+    validation's rows by however far it got: early stopping would then follow
+    the machine's timing, not the seed.
+    """
+    options = dataclasses.replace(self._options(record_dataset_fn), shuffle_buffer=0,
+                                  shuffle_files=False, deterministic=True)
     return reading.make_dataset(file_pattern or self.fn_args.eval_files,
                                 self.tf_transform_output, self.global_batch_size,
-                                self._options(record_dataset_fn), label_key=self.label_key,
+                                options, label_key=self.label_key,
                                 batch_map_fn=prepare_labels(self.units),
                                 record_dataset_fn=record_dataset_fn)
 

@@ -556,10 +556,7 @@ class Executor(base_executor.BaseExecutor):
     wrapped.compile(optimizer=tf_keras.optimizers.Adam(self.learning_rate), loss=loss,
                     metrics=metrics)
     modeling.create_optimizer_slots(wrapped)
-    self.train_dataset = reading.make_dataset(
-        self.train_pattern, self.tf_transform_output, self.batch_size,
-        reading.IngestionOptions(compression=self.compression), label_key=self.label_key,
-        batch_map_fn=modeling.prepare_labels(units))
+    self.units = units
     self.wrapped, self.wrapped_scorer = wrapped, self._scorer(wrapped)
     # Where `_reset` goes back to: the input model's weights, all masks ones, fresh slots.
     self.initial_weights = wrapped.get_weights()
@@ -590,7 +587,14 @@ class Executor(base_executor.BaseExecutor):
       if isinstance(layer, pruning_wrapper.PruneLowMagnitude):
         layer.pruning_step.assign(0)  # Each fine-tune runs the schedule from its start.
     epochs = max(1, min(10, self.train_steps // 50))
-    wrapped.fit(self.train_dataset, epochs=epochs,
+    # A new dataset per fine-tune: a shuffle's seeds are shared by the iterators of
+    # one dataset, so the last fit's read-ahead would move this one's order by
+    # however far it got, and the search would follow the machine's timing.
+    train_dataset = reading.make_dataset(
+        self.train_pattern, self.tf_transform_output, self.batch_size,
+        reading.IngestionOptions(compression=self.compression), label_key=self.label_key,
+        batch_map_fn=modeling.prepare_labels(self.units))
+    wrapped.fit(train_dataset, epochs=epochs,
                 steps_per_epoch=max(1, self.train_steps // epochs), verbose=0,
                 callbacks=[tfmot.sparsity.keras.UpdatePruningStep(),
                            callbacks.EpochProgress(f'pruning to {level:.2f}')])
