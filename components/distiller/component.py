@@ -74,6 +74,7 @@ class Distiller(base_component.BaseComponent):
                teacher_weights: Optional[Sequence[float]] = None,
                multi_teacher_mode: str = 'average',
                train_baseline: bool = True,
+               hand_on: str = 'better',
                tune: bool = False,
                temperatures: Sequence[float] = (1.0, 2.0, 4.0, 8.0),
                alphas: Sequence[float] = (0.1, 0.5, 0.9),
@@ -123,6 +124,12 @@ class Distiller(base_component.BaseComponent):
         `many_on_many` (one student per teacher, exported as their ensemble).
       train_baseline: Also train the student from scratch on the same budget and
         record its accuracy; a warning says when it beats the distilled one.
+      hand_on: `better` (the default) exports whichever of the distilled student
+        and its from-scratch twin scores higher on eval, so a weak teacher never
+        hands on a student worse than training alone; ties go to the distilled
+        one. `distilled` exports the distilled student (after tuning, the
+        from-scratch one if it wins beyond noise), as before. `metrics.json`
+        records which (`exported_student`) and why (`hand_on_reason`).
       tune: Search `temperatures` x `alphas` on a held-out slice of the training
         split, train the final student with the best pair, record every trial,
         and export the from-scratch student if it beats every distilled one.
@@ -202,7 +209,8 @@ class Distiller(base_component.BaseComponent):
         temperature=temperature, alpha=alpha, teacher_output=teacher_output,
         teacher_weights=tuple(teacher_weights) if teacher_weights is not None else None,
         multi_teacher_mode=multi_teacher_mode, train_baseline=bool(train_baseline),
-        tune=bool(tune), temperatures=tuple(temperatures), alphas=tuple(alphas),
+        hand_on=hand_on, tune=bool(tune), temperatures=tuple(temperatures),
+        alphas=tuple(alphas),
         validation_percent=validation_percent, mixup=mixup, noise=noise,
         learning_rate_schedule=learning_rate_schedule, label_key=label_key,
         label_column=label_column, num_classes=num_classes, eval_examples=eval_examples,

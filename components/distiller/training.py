@@ -28,6 +28,10 @@ from tfx_distillery.trainer_modules import builtin_student
 
 MULTI_TEACHER_MODES = ('average', 'many_on_many')
 LEARNING_RATE_SCHEDULES = ('constant', 'cosine')
+# `better`: whichever of the distilled student and its from-scratch twin scores higher on
+# eval; `distilled`: the distilled one (the from-scratch one only when tuning, and only
+# when it wins beyond noise), as before `hand_on` existed.
+HAND_ON = ('better', 'distilled')
 METRICS_FILE_NAME = 'metrics.json'
 StudentBuilder = Callable[[tft.TFTransformOutput, Optional[dict]], tf_keras.Model]
 
@@ -44,6 +48,11 @@ class DistillationSettings:
     multi_teacher_mode: `average` (one student, averaged soft targets) or
       `many_on_many` (one student per teacher, ensembled into one model).
     train_baseline: Also train the same student from scratch on the same budget.
+    hand_on: `better` exports whichever of the distilled student and its
+      from-scratch twin scores higher on eval (ties go to the distilled one);
+      `distilled` exports the distilled one, as before this option (after tuning,
+      the from-scratch one when it wins beyond noise). Without train_baseline
+      there is no twin, and the distilled student is exported.
     tune: Search `temperatures` x `alphas` on a validation slice of the training
       split, then train the final student with the best pair.
     temperatures: Tuning grid of temperatures.
@@ -69,6 +78,7 @@ class DistillationSettings:
   teacher_weights: Optional[Tuple[float, ...]] = None
   multi_teacher_mode: str = 'average'
   train_baseline: bool = True
+  hand_on: str = 'better'
   tune: bool = False
   temperatures: Tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
   alphas: Tuple[float, ...] = (0.1, 0.5, 0.9)
@@ -127,6 +137,8 @@ def validate(settings: DistillationSettings, num_teachers: int) -> None:
     if settings.multi_teacher_mode == 'many_on_many':
       raise ValueError("teacher_weights apply to multi_teacher_mode 'average' only; "
                        "'many_on_many' gives every student one teacher.")
+  if settings.hand_on not in HAND_ON:
+    raise ValueError(f'hand_on must be one of {", ".join(HAND_ON)}; got {settings.hand_on!r}.')
   if settings.tune:
     if not settings.temperatures or any(
         not _is_number(value) or not value > 0 for value in settings.temperatures):
@@ -423,11 +435,42 @@ class Distillation:
     self.tuning_choice = chosen['why']
     return chosen['temperature'], chosen['alpha'], trials, scratch_accuracy
 
+  def weak_teachers(self) -> List[Dict[str, Any]]:
+    """Teachers no better than always guessing the majority class on eval, named in the log.
+
+    A teacher at or below the majority class, or above it only within noise (the gate's
+    paired test), has nothing to teach; distilling from it can only pull the student
+    towards the constant guess. Called before any student trains, so the user learns it
+    at once; the run goes on, and `hand_on='better'` keeps the from-scratch twin if it
+    does better.
+    """
+    eval_set = self.eval_set
+    majority = measuring.majority_accuracy(eval_set.labels)
+    majority_correct = measuring.majority_correct(eval_set.labels)
+    weak, self.teacher_accuracy = [], []
+    for position, teacher in enumerate(self.teachers):
+      correct = measuring.correct_predictions(teacher, eval_set)
+      self.teacher_accuracy.append(float(np.mean(correct)))
+      comparison = measuring.paired_comparison(correct, majority_correct)
+      if comparison['difference'] <= 0 or comparison['within_noise']:
+        weak.append({'teacher': position, 'accuracy': float(np.mean(correct)),
+                     'majority_accuracy': majority, 'versus_majority': comparison})
+        self.logger.warning(
+            'WARNING: teacher %d scores %.4f on %s, %s the majority class (%.4f; McNemar '
+            'p = %.3f): it has learnt nothing a student could take from it. Train it '
+            'longer or check its label_key (TFX\'s taxi example trains its teacher for '
+            '1,000 steps; at 300 it still guesses the majority class).', position,
+            float(np.mean(correct)), eval_set.split,
+            'at or below' if comparison['difference'] <= 0 else 'within noise of',
+            majority, comparison['p_value'])
+    return weak
+
   def execute(self, metrics_dir: str) -> Dict:
     """Runs the whole distillation, exports the chosen student and writes the metrics."""
     settings = self.settings
     temperature, alpha = settings.temperature, settings.alpha
     trials, scratch_validation_accuracy = [], None
+    weak_teachers = self.weak_teachers()
     if settings.tune:
       temperature, alpha, trials, scratch_validation_accuracy = self.tune()
       self.logger.info('tuning chose temperature=%g alpha=%g', temperature, alpha)
@@ -435,7 +478,7 @@ class Distillation:
     eval_set = self.eval_set
     student_correct = measuring.correct_predictions(self.scorer(student), eval_set)
     metrics = {
-        'teacher_accuracy': [measuring.accuracy(teacher, eval_set) for teacher in self.teachers],
+        'teacher_accuracy': self.teacher_accuracy,
         'teacher_parameters': [teacher.count_params() for teacher in self.teachers],
         'teacher_output_kinds': [teacher.output_kind for teacher in self.teachers],
         'teacher_formats': [teacher.format for teacher in self.teachers],
@@ -452,6 +495,9 @@ class Distillation:
         'trials': trials,
         'tuning_choice': self.tuning_choice,
         'exported_student': 'distilled',
+        'hand_on': settings.hand_on,
+        'hand_on_reason': 'no from-scratch twin trained (train_baseline=False)',
+        'weak_teachers': weak_teachers,
         'eval_split': eval_set.split,
         'eval_examples': eval_set.size,
         'train_steps': self.run.epochs * self.run.steps_per_epoch,
@@ -474,7 +520,28 @@ class Distillation:
       metrics['scratch_beats_distilled'] = not comparison['within_noise']
       if settings.tune:
         metrics['scratch_validation_accuracy'] = scratch_validation_accuracy
-      if metrics['scratch_beats_distilled'] and settings.tune:
+      if settings.hand_on == 'distilled':
+        metrics['hand_on_reason'] = ("hand_on='distilled': the distilled student, whatever "
+                                     'its from-scratch twin scores')
+      if settings.hand_on == 'better':
+        better = metrics['scratch_accuracy'] > metrics['student_accuracy']
+        metrics['hand_on_reason'] = (
+            f"hand_on='better': on {eval_set.size} {eval_set.split} examples the "
+            f"{'from-scratch' if better else 'distilled'} student scores "
+            f"{max(metrics['scratch_accuracy'], metrics['student_accuracy']):.4f}, the "
+            f"{'distilled' if better else 'from-scratch'} one "
+            f"{min(metrics['scratch_accuracy'], metrics['student_accuracy']):.4f}"
+            + (' (a tie goes to the distilled one)' if metrics['scratch_accuracy'] ==
+               metrics['student_accuracy'] else ''))
+        if better:
+          exported = scratch
+          metrics['exported_student'] = 'scratch'
+          self.logger.warning(
+              'WARNING: the student trained from scratch (eval accuracy %.4f) beats the '
+              'distilled one (%.4f) on the same data, budget and seed; handing on the '
+              "from-scratch student (hand_on='better').", metrics['scratch_accuracy'],
+              metrics['student_accuracy'])
+      elif metrics['scratch_beats_distilled'] and settings.tune:
         exported = scratch
         metrics['exported_student'] = 'scratch'
         self.logger.warning(
@@ -483,6 +550,8 @@ class Distillation:
             'budget and seed, beyond noise (McNemar p = %.3f); exporting the from-scratch '
             'student.', metrics['scratch_accuracy'], temperature, alpha,
             metrics['student_accuracy'], comparison['p_value'])
+        metrics['hand_on_reason'] = ("hand_on='distilled' after tuning: the from-scratch "
+                                     'student wins beyond noise')
       elif metrics['scratch_beats_distilled']:
         self.logger.warning(
             'WARNING: the distilled student (eval accuracy %.4f) is worse than the same student '

@@ -102,6 +102,23 @@ def test_the_stock_teacher_and_the_builtin_student_are_read_at_their_own_shapes(
   assert 0.5 <= metrics['teacher_accuracy'][0] <= 1.0
 
 
+def test_after_the_stock_teacher_at_300_steps_the_distiller_hands_on_no_worse_than_scratch(run):
+  # TFX's taxi Trainer at the README's 300 steps is often still at the majority class.
+  _, metadata_path = run
+  with open(os.path.join(latest_uri(metadata_path, 'Distiller', 'distillery.ModelMetrics'),
+                         'metrics.json')) as handle:
+    metrics = json.load(handle)
+  assert metrics['hand_on'] == 'better'
+  assert metrics['exported_accuracy'] == max(metrics['student_accuracy'],
+                                             metrics['scratch_accuracy'])
+  # A teacher no better than the majority class is named; one clearly better is not.
+  named = [entry['teacher'] for entry in metrics['weak_teachers']]
+  if metrics['teacher_accuracy'][0] <= metrics['majority_accuracy']:
+    assert named == [0]
+  if metrics['teacher_accuracy'][0] >= metrics['majority_accuracy'] + 0.05:
+    assert named == []
+
+
 def test_the_stock_evaluator_blesses_our_student_against_the_stock_teacher(run):
   _, metadata_path = run
   evaluation_uri = latest_uri(metadata_path, 'Evaluator', 'ModelEvaluation')

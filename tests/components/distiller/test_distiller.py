@@ -1,6 +1,7 @@
 """Distiller executor and component: single, multi-teacher, tuned, distributed, bad input."""
 
 import json
+import logging
 import os
 import time
 
@@ -13,6 +14,7 @@ from tfx.types import standard_artifacts
 
 from tfx_distillery.components import Distiller
 from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.common import progress
 from tfx_distillery.components.distiller import executor as distiller_executor
 from tfx_distillery.components.distiller import spec as distiller_spec
 from tfx_distillery.components.distiller import training
@@ -97,7 +99,8 @@ def test_two_teachers_average_and_many_on_many_ensembles(data, teacher, tmp_path
 def test_tuning_records_every_trial_and_moves_from_the_defaults_only_beyond_noise(
     data, teacher, tmp_path):
   _, metrics = run_distiller(data, [teacher], str(tmp_path), tune=True,
-                             temperatures=(1.0, 4.0), alphas=(0.2, 0.8), train_steps=20)
+                             temperatures=(1.0, 4.0), alphas=(0.2, 0.8), train_steps=20,
+                             hand_on='distilled')
   assert [(trial['temperature'], trial['alpha']) for trial in metrics['trials']] == [
       (1.0, 0.2), (1.0, 0.8), (4.0, 0.2), (4.0, 0.8)]
   # The grid's best trial is chosen only when it beats the incumbent (the defaults, not
@@ -107,12 +110,66 @@ def test_tuning_records_every_trial_and_moves_from_the_defaults_only_beyond_nois
   assert (metrics['temperature'], metrics['alpha']) == (chosen['temperature'], chosen['alpha'])
   assert [trial['chosen'] for trial in metrics['trials']].count(True) == 1
   assert metrics['tuning_choice']
-  # The export never ships a distilled student that its from-scratch twin beats beyond noise.
+  # hand_on='distilled' after tuning: the from-scratch twin goes on only beyond noise.
   assert metrics['exported_student'] == (
       'scratch' if metrics['scratch_beats_distilled'] else 'distilled')
   assert metrics['exported_accuracy'] == (metrics['scratch_accuracy']
                                           if metrics['scratch_beats_distilled']
                                           else metrics['student_accuracy'])
+
+
+def constant_teacher(teacher, output_dir):
+  """`teacher` with its last layer zeroed: it predicts one class for every example."""
+  model = tf_keras.models.load_model(os.path.join(teacher.uri, 'Format-Serving'))
+  last = [layer for layer in model.layers if layer.get_weights()][-1]
+  kernel, bias = last.get_weights()
+  last.set_weights([np.zeros_like(kernel), np.full_like(bias, 3.0)])
+  model.save(os.path.join(output_dir, 'Format-Serving'))
+  return helpers.artifact(standard_artifacts.Model, output_dir)
+
+
+class Records(logging.Handler):
+
+  def __init__(self):
+    super().__init__()
+    self.lines = []
+
+  def emit(self, record):
+    self.lines.append(record.getMessage())
+
+
+def test_a_teacher_no_better_than_the_majority_class_is_named_and_never_hands_on_a_worse_student(
+    data, teacher, tmp_path):
+  weak = constant_teacher(teacher, str(tmp_path / 'constant'))
+  records = Records()
+  progress.get_logger().addHandler(records)
+  try:
+    # Soft term only: the distilled student can learn nothing but the constant guess.
+    _, metrics = run_distiller(data, [weak], str(tmp_path), train_steps=120, alpha=0.0)
+  finally:
+    progress.get_logger().removeHandler(records)
+  # Named before any student trained, with what to change.
+  warning = next(index for index, line in enumerate(records.lines) if 'teacher 0 scores' in line)
+  assert 'majority class' in records.lines[warning] and '1,000 steps' in records.lines[warning]
+  assert not any('parameters, ' in line for line in records.lines[:warning])  # No plan yet.
+  assert [entry['teacher'] for entry in metrics['weak_teachers']] == [0]
+  assert metrics['weak_teachers'][0]['accuracy'] <= metrics['majority_accuracy']
+  # hand_on='better' (the default): whichever scored higher on eval went on, and why.
+  assert metrics['hand_on'] == 'better'
+  higher = max(metrics['student_accuracy'], metrics['scratch_accuracy'])
+  assert metrics['exported_accuracy'] == higher
+  assert metrics['scratch_accuracy'] > metrics['student_accuracy']
+  assert metrics['exported_student'] == 'scratch'
+  assert f'{higher:.4f}' in metrics['hand_on_reason']
+
+
+def test_hand_on_distilled_keeps_the_distilled_student_and_a_good_teacher_is_not_named(
+    data, teacher, tmp_path):
+  _, metrics = run_distiller(data, [teacher], str(tmp_path), hand_on='distilled')
+  assert metrics['exported_student'] == 'distilled'
+  assert metrics['exported_accuracy'] == metrics['student_accuracy']
+  assert "hand_on='distilled'" in metrics['hand_on_reason']
+  assert metrics['weak_teachers'] == []
 
 
 def test_a_tuning_trial_a_few_examples_ahead_of_the_defaults_does_not_move_them():
@@ -202,6 +259,7 @@ def test_outputs_are_model_model_run_and_metrics():
     ({'mixup': float('inf')}, 'mixup must be a finite number >= 0'),
     ({'noise': -0.1}, 'noise must be a finite number >= 0'),
     ({'noise': '0.3'}, 'noise must be a finite number >= 0'),
+    ({'hand_on': 'student'}, 'hand_on must be one of better, distilled'),
     ({'learning_rate_schedule': 'linear'}, 'learning_rate_schedule must be one of constant, '
                                            'cosine'),
     ({'label_key': ''}, 'label_key must name the transformed label feature'),
