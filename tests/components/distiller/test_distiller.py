@@ -1,7 +1,6 @@
 """Distiller executor and component: single, multi-teacher, tuned, distributed, bad input."""
 
 import json
-import logging
 import os
 import time
 
@@ -14,7 +13,6 @@ from tfx.types import standard_artifacts
 
 from tfx_distillery.components import Distiller
 from tfx_distillery.components.common import artifacts
-from tfx_distillery.components.common import progress
 from tfx_distillery.components.distiller import executor as distiller_executor
 from tfx_distillery.components.distiller import spec as distiller_spec
 from tfx_distillery.components.distiller import training
@@ -128,30 +126,16 @@ def constant_teacher(teacher, output_dir):
   return helpers.artifact(standard_artifacts.Model, output_dir)
 
 
-class Records(logging.Handler):
-
-  def __init__(self):
-    super().__init__()
-    self.lines = []
-
-  def emit(self, record):
-    self.lines.append(record.getMessage())
-
-
 def test_a_teacher_no_better_than_the_majority_class_is_named_and_never_hands_on_a_worse_student(
     data, teacher, tmp_path):
   weak = constant_teacher(teacher, str(tmp_path / 'constant'))
-  records = Records()
-  progress.get_logger().addHandler(records)
-  try:
+  with helpers.ProgressLines() as lines:
     # Soft term only: the distilled student can learn nothing but the constant guess.
     _, metrics = run_distiller(data, [weak], str(tmp_path), train_steps=120, alpha=0.0)
-  finally:
-    progress.get_logger().removeHandler(records)
   # Named before any student trained, with what to change.
-  warning = next(index for index, line in enumerate(records.lines) if 'teacher 0 scores' in line)
-  assert 'majority class' in records.lines[warning] and '1,000 steps' in records.lines[warning]
-  assert not any('parameters, ' in line for line in records.lines[:warning])  # No plan yet.
+  warning = next(index for index, line in enumerate(lines) if 'teacher 0 scores' in line)
+  assert 'majority class' in lines[warning] and '1,000 steps' in lines[warning]
+  assert not any('parameters, ' in line for line in lines[:warning])  # No plan yet.
   assert [entry['teacher'] for entry in metrics['weak_teachers']] == [0]
   assert metrics['weak_teachers'][0]['accuracy'] <= metrics['majority_accuracy']
   # hand_on='better' (the default): whichever scored higher on eval went on, and why.
