@@ -86,6 +86,23 @@ def write_raw_examples(uri: str, rows_by_split) -> str:
   return uri
 
 
+def write_transformed(tf_transform_output, rows, split_dir: str) -> None:
+  """Synthetic raw rows through a transform graph, written as one transformed shard."""
+  transform = tf_transform_output.transform_features_layer()
+  raw = tf.io.parse_example(tf.constant([serialize(row) for row in rows]), SYNTHETIC_RAW_SPEC)
+  transformed = transform(raw)
+  with tf.io.TFRecordWriter(os.path.join(split_dir, 'part-00000.gz'), 'GZIP') as writer:
+    for index in range(len(rows)):
+      features = {}
+      for name, values in transformed.items():
+        value = values[index].numpy()
+        features[name] = (tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
+                          if values.dtype.is_integer else
+                          tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)])))
+      writer.write(tf.train.Example(
+          features=tf.train.Features(feature=features)).SerializeToString())
+
+
 def transformed_artifacts(output_dir: str, train_rows: int = 800, eval_rows: int = 200,
                           num_shards: int = 4, rows=None):
   """Examples and TransformGraph artifacts of synthetic data, as Transform lays them out.
@@ -110,20 +127,7 @@ def transformed_artifacts(output_dir: str, train_rows: int = 800, eval_rows: int
     os.rename(path, os.path.join(examples_uri, 'Split-train', os.path.basename(path)))
   eval_dir = os.path.join(examples_uri, 'Split-eval')
   os.makedirs(eval_dir)
-  transform = tf_transform_output.transform_features_layer()
-  raw = tf.io.parse_example(tf.constant([serialize(row) for row in rows[train_rows:]]),
-                            SYNTHETIC_RAW_SPEC)
-  transformed = transform(raw)
-  with tf.io.TFRecordWriter(os.path.join(eval_dir, 'part-00000.gz'), 'GZIP') as writer:
-    for index in range(eval_rows):
-      features = {}
-      for name, values in transformed.items():
-        value = values[index].numpy()
-        features[name] = (tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
-                          if values.dtype.is_integer else
-                          tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)])))
-      writer.write(tf.train.Example(
-          features=tf.train.Features(feature=features)).SerializeToString())
+  write_transformed(tf_transform_output, rows[train_rows:], eval_dir)
   examples = standard_artifacts.Examples()
   examples.uri = examples_uri
   examples.split_names = '["train", "eval"]'

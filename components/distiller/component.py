@@ -64,6 +64,8 @@ class Distiller(base_component.BaseComponent):
                schema: Optional[types.BaseChannel] = None,
                statistics: Optional[types.BaseChannel] = None,
                hyperparameters: Optional[types.BaseChannel] = None,
+               transfer_examples: Optional[types.BaseChannel] = None,
+               transfer_splits: Sequence[str] = (),
                label_key: str = 'label',
                label_column: str = 'label',
                num_classes: Optional[int] = None,
@@ -109,6 +111,17 @@ class Distiller(base_component.BaseComponent):
         `post_transform_stats`): the last source of the class count.
       hyperparameters: Optional HyperParameters channel; passed to build_student,
         with `label_key` and `num_classes` added.
+      transfer_examples: Optional raw Examples (ExampleGen's output) that the
+        student learns the teacher on: rows with or without the label, such as
+        serving logs or rows not yet labelled, read through a second ExampleGen.
+        The Distiller applies the transform graph to them and ignores any label.
+        Every step then takes a batch of labelled rows (blended loss) and a batch
+        of transfer rows of the same size (the soft term only); the set streams.
+        Rows whose features the transform or the student can not take are
+        refused before training, by feature name.
+      transfer_splits: The splits of `transfer_examples` to read; empty for all.
+        A split named `eval` or `test` gets a warning: if those are the rows the
+        pipeline measures on, the student has seen the teacher's answers on them.
       label_key: The transformed label feature (TFMA's name), e.g. 'species_xf'.
       label_column: The raw label column, which serving requests lack.
       num_classes: The label's class count; None reads it from the transformed
@@ -216,14 +229,20 @@ class Distiller(base_component.BaseComponent):
         label_column=label_column, num_classes=num_classes, eval_examples=eval_examples,
         student_hidden_units=(tuple(student_hidden_units) if student_hidden_units is not None
                               else None),
-        student_parameter_share=student_parameter_share)
+        student_parameter_share=student_parameter_share,
+        transfer_splits=(tuple(transfer_splits) if not isinstance(transfer_splits, (str, bytes))
+                         and transfer_splits is not None else transfer_splits))
     training.validate(settings, len(teachers))
+    if transfer_splits and transfer_examples is None:
+      raise ValueError('transfer_splits chooses splits of transfer_examples; give '
+                       'transfer_examples too, or leave transfer_splits out.')
     spec = distiller_spec.DistillerSpec(
         examples=examples,
         transform_graph=transform_graph,
         schema=schema,
         statistics=statistics,
         hyperparameters=hyperparameters,
+        transfer_examples=transfer_examples,
         module_file=module_file,
         train_args=train_args or tfx.proto.TrainArgs(num_steps=1000),
         eval_args=eval_args or tfx.proto.EvalArgs(num_steps=100),

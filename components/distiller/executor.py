@@ -12,6 +12,7 @@ from tfx.types import standard_component_specs
 from tfx_distillery.components.common import evaluation
 from tfx_distillery.components.distiller import spec as distiller_spec
 from tfx_distillery.components.distiller import training
+from tfx_distillery.components.distiller import transfer
 from tfx_distillery.components.distributed_trainer import executor as trainer_executor_lib
 from tfx_distillery.trainer_modules import builtin_student
 
@@ -42,8 +43,13 @@ class TrainingExecutor(trainer_executor.GenericExecutor):
     metrics_dir = artifact_utils.get_single_uri(output_dict[distiller_spec.METRICS_KEY])
     statistics = input_dict.get(standard_component_specs.STATISTICS_KEY)
     statistics_uri = artifact_utils.get_single_uri(statistics) if statistics else None
+    transfer_artifacts = input_dict.get(distiller_spec.TRANSFER_EXAMPLES_KEY)
+    transfer_examples = None
+    if transfer_artifacts:
+      transfer_artifact = artifact_utils.get_single_instance(transfer_artifacts)
+      transfer_examples = (transfer_artifact.uri, transfer.split_names(transfer_artifact))
     training.Distillation(fn_args, build_student, teacher_paths, settings,
-                          statistics_uri).execute(metrics_dir)
+                          statistics_uri, transfer_examples).execute(metrics_dir)
 
 
 class Executor(trainer_executor_lib.Executor):

@@ -49,7 +49,8 @@ def soft_targets(teacher_logits: Sequence[tf.Tensor], temperature: float,
 def distillation_loss(labels: tf.Tensor, student_logits: tf.Tensor,
                       teacher_targets: tf.Tensor, temperature: float,
                       alpha: float,
-                      student_soft_logits: Optional[tf.Tensor] = None) -> tf.Tensor:
+                      student_soft_logits: Optional[tf.Tensor] = None,
+                      labelled_weights: Optional[tf.Tensor] = None) -> tf.Tensor:
   """Per-example `alpha * CE(labels, student) + (1 - alpha) * T^2 * KL(teacher || student_T)`.
 
   The cross-entropy reads the student at T = 1; the KL term compares the
@@ -65,14 +66,22 @@ def distillation_loss(labels: tf.Tensor, student_logits: tf.Tensor,
     alpha: Weight of the hard-label term, in [0, 1].
     student_soft_logits: The student's logits on the inputs the teacher saw,
       when those are not the labelled inputs (mixup); `student_logits` if None.
+    labelled_weights: [batch] 1 for a labelled row, 0 for a transfer row (no
+      label): the hard term then averages over the labelled rows only, the soft
+      term over all. None: every row is labelled.
 
   Returns:
-    [batch] losses.
+    [batch] losses, whose mean is the batch's loss.
   """
   student_class_logits = class_logits(student_logits)
   labels = tf.cast(tf.reshape(labels, [-1]), tf.int64)
   hard_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
       labels=labels, logits=student_class_logits)
+  if labelled_weights is not None:
+    # Scaled so the batch mean is the mean over labelled rows: sum(w * CE) / sum(w).
+    weights = tf.cast(tf.reshape(labelled_weights, [-1]), hard_loss.dtype)
+    hard_loss = hard_loss * weights * (tf.cast(tf.size(weights), hard_loss.dtype)
+                                       / tf.maximum(tf.reduce_sum(weights), 1.0))
   if alpha == 1.0:
     return hard_loss
   if student_soft_logits is not None:

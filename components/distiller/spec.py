@@ -16,6 +16,8 @@ TEACHER_MODEL_KEY = 'teacher_model'
 MAX_TEACHERS = 4
 TEACHER_MODEL_KEYS = (TEACHER_MODEL_KEY,) + tuple(
     f'{TEACHER_MODEL_KEY}_{position}' for position in range(1, MAX_TEACHERS))
+# Raw rows, with or without the label, that the student learns the teacher on.
+TRANSFER_EXAMPLES_KEY = 'transfer_examples'
 METRICS_KEY = 'metrics'
 # JSON of training.DistillationSettings.
 DISTILLATION_KEY = 'distillation'
@@ -58,6 +60,8 @@ class DistillerSpec(types.ComponentSpec):
       standard_component_specs.HYPERPARAMETERS_KEY:
           component_spec.ChannelParameter(type=standard_artifacts.HyperParameters,
                                           optional=True),
+      TRANSFER_EXAMPLES_KEY:
+          component_spec.ChannelParameter(type=standard_artifacts.Examples, optional=True),
       **{key: component_spec.ChannelParameter(type=standard_artifacts.Model,
                                               optional=key != TEACHER_MODEL_KEY)
          for key in TEACHER_MODEL_KEYS},

@@ -24,6 +24,7 @@ from tfx_distillery.components.common import shapes
 from tfx_distillery.components.common import strategy as strategy_lib
 from tfx_distillery.components.distiller import loss as loss_lib
 from tfx_distillery.components.distiller import teachers as teachers_lib
+from tfx_distillery.components.distiller import transfer as transfer_lib
 from tfx_distillery.trainer_modules import builtin_student
 
 MULTI_TEACHER_MODES = ('average', 'many_on_many')
@@ -71,6 +72,7 @@ class DistillationSettings:
     eval_examples: Eval examples every accuracy is measured on (a fixed prefix).
     student_hidden_units: The built-in student's hidden widths (None: its default).
     student_parameter_share: Or its size as a share of the teacher's parameters.
+    transfer_splits: Splits of `transfer_examples` to learn from; empty for all.
   """
   temperature: float = 2.0
   alpha: float = 0.5
@@ -92,6 +94,7 @@ class DistillationSettings:
   eval_examples: int = measuring.DEFAULT_MAX_EXAMPLES
   student_hidden_units: Optional[Tuple[int, ...]] = None
   student_parameter_share: Optional[float] = None
+  transfer_splits: Tuple[str, ...] = ()
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -99,7 +102,8 @@ class DistillationSettings:
   @classmethod
   def from_json(cls, text: str) -> 'DistillationSettings':
     values = json.loads(text)
-    for key in ('teacher_weights', 'temperatures', 'alphas', 'student_hidden_units'):
+    for key in ('teacher_weights', 'temperatures', 'alphas', 'student_hidden_units',
+                'transfer_splits'):
       if values.get(key) is not None:
         values[key] = tuple(values[key])
     return cls(**values)
@@ -165,6 +169,10 @@ def validate(settings: DistillationSettings, num_teachers: int) -> None:
   labels.validate_num_classes(settings.num_classes)
   if not reading.is_count(settings.eval_examples) or settings.eval_examples < 1:
     raise ValueError(f'eval_examples must be an integer >= 1; got {settings.eval_examples!r}.')
+  if not isinstance(settings.transfer_splits, tuple) or any(
+      not isinstance(split, str) or not split for split in settings.transfer_splits):
+    raise ValueError(f'transfer_splits must be a list of split names (empty for all); got '
+                     f'{settings.transfer_splits!r}.')
   if (not isinstance(settings.validation_percent, int) or isinstance(
       settings.validation_percent, bool) or not 1 <= settings.validation_percent <= 50):
     raise ValueError(f'validation_percent must be an integer in [1, 50]; got '
@@ -203,7 +211,7 @@ class DistillationModel(tf_keras.Model):
     return shapes.keras_specs(self.student)
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None):
-    del sample_weight
+    # With a transfer set, sample_weight marks the labelled rows (1) among the transfer ones (0).
     targets = soft_logits = None
     if self.alpha < 1.0:  # alpha = 1 is training from scratch: the teacher is not needed.
       teacher_inputs = x
@@ -218,7 +226,7 @@ class DistillationModel(tf_keras.Model):
           self.temperature,
           self.teacher_weights)
     loss = tf.reduce_mean(loss_lib.distillation_loss(y, y_pred, targets, self.temperature,
-                                                     self.alpha, soft_logits))
+                                                     self.alpha, soft_logits, sample_weight))
     if self.student.losses:
       loss += tf.add_n(self.student.losses)
     self.loss_tracker.update_state(loss)
@@ -314,7 +322,19 @@ class Distillation:
   """One Distiller execution: checks, optional tuning, final and baseline students."""
 
   def __init__(self, fn_args, build_student: StudentBuilder, teacher_paths: Sequence[str],
-               settings: DistillationSettings, statistics_uri: Optional[str] = None):
+               settings: DistillationSettings, statistics_uri: Optional[str] = None,
+               transfer_examples: Optional[Tuple[str, Sequence[str]]] = None):
+    """Loads the teachers and checks labels, teachers, student and transfer rows.
+
+    Args:
+      fn_args: TFX's FnArgs of this process.
+      build_student: Builds one untrained student.
+      teacher_paths: The teachers' SavedModel folders.
+      settings: How to distill.
+      statistics_uri: Transformed statistics (the class count's last source).
+      transfer_examples: The transfer set's Examples folder and its split names; None
+        for none.
+    """
     self.fn_args = fn_args
     self.build_student = build_student
     self.settings = settings
@@ -356,6 +376,23 @@ class Distillation:
                                  settings.teacher_output)
     student = self.build_student(self.run.tf_transform_output, self.hyperparameters)
     check_student(student, self.run.units, self.num_classes, features, settings.label_key)
+    self.transfer = None
+    if transfer_examples is not None:
+      self.transfer = transfer_lib.TransferSet(
+          transfer_examples[0], transfer_examples[1], settings.transfer_splits,
+          self.run.tf_transform_output, self.run.label_column)
+      rows = self.transfer.check(self.run.train_dataset().element_spec[0])
+      self.logger.info('transfer set: splits %s of %s (%d shards); its first %d rows fit the '
+                       'transform and the student', ', '.join(self.transfer.splits),
+                       self.transfer.examples_uri, len(self.transfer.files), rows)
+      measured = self.transfer.measured_splits()
+      if measured:
+        self.logger.warning(
+            'WARNING: the transfer set includes split(s) %s. If these are the rows the '
+            'pipeline chooses or reports on, the student has seen the teacher\'s answers on '
+            'them: no label leaks (labels are never read from the transfer set), but the '
+            'reported accuracy is then on rows it trained on. Set transfer_splits to rows '
+            'held apart to avoid it.', ', '.join(measured))
     self.student_description = {'builder': getattr(self.build_student, '__module__', ''),
                                 **(builtin_student.describe(student)
                                    if self.build_student is builtin_student.build_student
@@ -393,7 +430,11 @@ class Distillation:
         modeling.create_optimizer_slots(distillation)
       self.run.log_plan(run_name, student)
       _, training_callbacks = self.run.callbacks(run_name, run_name=run_name, profile=False)
-      distillation.fit(self.run.train_dataset(record_dataset_fn), epochs=self.run.epochs,
+      dataset = self.run.train_dataset(record_dataset_fn)
+      if self.transfer is not None and alpha < 1.0:  # The from-scratch twin has no use for it.
+        dataset = transfer_lib.alternate(dataset, self.transfer.dataset(
+            self.run.global_batch_size, self.run.options.seed))
+      distillation.fit(dataset, epochs=self.run.epochs,
                        steps_per_epoch=self.run.steps_per_epoch, verbose=0,
                        callbacks=training_callbacks)
       students.append(student)
@@ -498,6 +539,7 @@ class Distillation:
         'hand_on': settings.hand_on,
         'hand_on_reason': 'no from-scratch twin trained (train_baseline=False)',
         'weak_teachers': weak_teachers,
+        'transfer_set': transfer_lib.describe(self.transfer),
         'eval_split': eval_set.split,
         'eval_examples': eval_set.size,
         'train_steps': self.run.epochs * self.run.steps_per_epoch,

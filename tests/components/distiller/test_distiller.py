@@ -2,12 +2,14 @@
 
 import json
 import os
+import shutil
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
+import tensorflow_transform as tft
 from tfx import v1 as tfx
 from tfx.types import standard_artifacts
 
@@ -16,6 +18,7 @@ from tfx_distillery.components.common import artifacts
 from tfx_distillery.components.distiller import executor as distiller_executor
 from tfx_distillery.components.distiller import spec as distiller_spec
 from tfx_distillery.components.distiller import training
+from tfx_distillery.components.distiller import transfer as transfer_lib
 from tfx_distillery.pipelines import datasets
 from tests import helpers
 
@@ -24,7 +27,7 @@ MODULES = os.path.join(os.path.dirname(__file__), 'modules')
 
 
 def run_distiller(data, teachers, output_dir, module_file=TABULAR_STUDENT, train_steps=40,
-                  num_workers=1, **settings):
+                  num_workers=1, transfer_examples=None, **settings):
   examples, graph, _ = data
   output_dir = os.path.join(output_dir, str(time.monotonic_ns()))
   outputs = {
@@ -36,6 +39,8 @@ def run_distiller(data, teachers, output_dir, module_file=TABULAR_STUDENT, train
   inputs = {'examples': [examples], 'transform_graph': [graph]}
   inputs.update({key: [teacher] for key, teacher in zip(distiller_spec.TEACHER_MODEL_KEYS,
                                                         teachers)})
+  if transfer_examples is not None:
+    inputs[distiller_spec.TRANSFER_EXAMPLES_KEY] = [transfer_examples]
   distiller_executor.Executor().Do(inputs, outputs, {
       'train_args': json.dumps({'num_steps': train_steps}),
       'eval_args': json.dumps({'num_steps': 3}),
@@ -206,6 +211,92 @@ def test_a_teacher_disagreeing_with_the_labels_fails_at_the_first_batch(data, tm
     run_distiller(data, [wrong_teacher], str(tmp_path))
 
 
+def transfer_artifact(uri, rows_by_split):
+  """Raw rows as ExampleGen writes them, in an Examples artifact with those splits."""
+  helpers.write_raw_examples(uri, rows_by_split)
+  examples = helpers.artifact(standard_artifacts.Examples, uri)
+  examples.split_names = json.dumps(list(rows_by_split))
+  return examples
+
+
+def unlabelled_rows(count, seed):
+  return [{key: value for key, value in row.items() if key != 'species'}
+          for row in helpers.synthetic_rows(count, seed=seed)]
+
+
+def test_transfer_rows_teach_the_student_what_the_labelled_rows_can_not(
+    data, teacher, tmp_path):
+  # Labelled rows with x2 near 0 carry no sign of x2's part in the label (x1 + x2 > 0);
+  # the teacher learnt it on the full rows. Only unlabelled rows, where x2 varies, can show
+  # the student.
+  examples, graph, _ = data
+  narrow = [{**row, 'x2': row['x2'] * 0.01} for row in helpers.synthetic_rows(400, seed=5)]
+  narrow = [{**row, 'species': int(row['x1'] + row['x2'] > 0)} for row in narrow]
+  labelled_uri = tmp_path / 'narrow'
+  (labelled_uri / 'Split-train').mkdir(parents=True)
+  helpers.write_transformed(tft.TFTransformOutput(graph.uri), narrow,
+                            str(labelled_uri / 'Split-train'))
+  shutil.copytree(os.path.join(examples.uri, 'Split-eval'), labelled_uri / 'Split-eval')
+  labelled = helpers.artifact(standard_artifacts.Examples, str(labelled_uri))
+  labelled.split_names = examples.split_names
+  pool = transfer_artifact(str(tmp_path / 'pool'), {'unlabelled': unlabelled_rows(2000, 7),
+                                                    'other': unlabelled_rows(50, 8)})
+  settings = dict(train_steps=400, alpha=0.2, hand_on='distilled', train_baseline=False)
+  model_uri, metrics = run_distiller((labelled, graph, None), [teacher], str(tmp_path),
+                                     transfer_examples=pool, transfer_splits=('unlabelled',),
+                                     **settings)
+  _, without = run_distiller((labelled, graph, None), [teacher], str(tmp_path), **settings)
+  assert metrics['transfer_set'] == {'examples': pool.uri, 'splits': ['unlabelled'],
+                                     'files': 1}
+  assert without['transfer_set'] is None
+  assert metrics['student_accuracy'] >= without['student_accuracy'] + 0.05, (
+      metrics['student_accuracy'], without['student_accuracy'])
+  outputs = serve(model_uri, data[2][:8])
+  assert outputs['logits'].shape == (8, 1)
+
+
+def test_transfer_rows_alternate_with_labelled_rows_weighted_for_the_hard_term():
+  labelled = tf.data.Dataset.from_tensors(({'x': tf.constant([[1.0], [2.0]])},
+                                           tf.constant([1, 1], tf.int64)))
+  transfer = tf.data.Dataset.from_tensors({'x': tf.constant([[-1.0], [-2.0]])})
+  features, labels_, weights = next(iter(transfer_lib.alternate(labelled, transfer)))
+  assert features['x'].numpy().ravel().tolist() == [1.0, -1.0, 2.0, -2.0]
+  assert features['x'].shape == (4, 1)
+  assert labels_.numpy().tolist() == [1, 0, 1, 0]
+  assert weights.numpy().tolist() == [1.0, 0.0, 1.0, 0.0]
+
+
+@pytest.mark.parametrize('rows,splits,message', [
+    ([{'x2': 0.5, 'colour': 'red'}], (), "lack feature 'x1', which the transform reads"),
+    ([{'x1': 'high', 'x2': 0.5, 'colour': 'red'}], (),
+     "feature 'x1' holds string values in the rows, but the transform reads it as float32"),
+    ([{'x1': 0.1, 'x2': 0.5, 'colour': 3}], (),
+     "feature 'colour' holds int64 values in the rows, but the transform reads it as string"),
+    ([], (), "split 'unlabelled' of the transfer_examples at .* holds no rows"),
+    ([{'x1': 0.1, 'x2': 0.5, 'colour': 'red'}], ('logs',),
+     r"transfer_splits: \['logs'\] are not splits"),
+])
+def test_transfer_rows_the_transform_can_not_take_are_refused_by_name_before_training(
+    data, teacher, tmp_path, rows, splits, message):
+  pool = transfer_artifact(str(tmp_path / 'pool'), {'unlabelled': rows})
+  with helpers.ProgressLines() as lines, pytest.raises(ValueError, match=message):
+    run_distiller(data, [teacher], str(tmp_path), transfer_examples=pool,
+                  transfer_splits=splits)
+  assert not any('parameters, ' in line for line in lines)  # No student trained.
+
+
+def test_whole_numbers_in_a_float_column_are_read_and_a_measured_split_is_named(
+    data, teacher, tmp_path):
+  rows = [{**row, 'x1': int(round(row['x1']))} for row in unlabelled_rows(200, 9)]
+  pool = transfer_artifact(str(tmp_path / 'pool'), {'train': rows, 'test': rows[:50]})
+  with helpers.ProgressLines() as lines:
+    _, metrics = run_distiller(data, [teacher], str(tmp_path), transfer_examples=pool,
+                               train_steps=8, train_baseline=False)
+  assert metrics['transfer_set']['splits'] == ['train', 'test']
+  assert any('transfer set includes split(s) test' in line and 'no label leaks' in line
+             for line in lines)
+
+
 def make(**overrides):
   arguments = dict(examples=helpers.channel(standard_artifacts.Examples),
                    transform_graph=helpers.channel(standard_artifacts.TransformGraph),
@@ -257,6 +348,11 @@ def test_outputs_are_model_model_run_and_metrics():
      r'student_parameter_share must be a number in \(0, 1\]'),
     ({'module_file': None, 'student_parameter_share': 0.1, 'student_hidden_units': [4]},
      'not both'),
+    ({'transfer_splits': ['unlabelled']}, 'give transfer_examples too'),
+    ({'transfer_examples': helpers.channel(standard_artifacts.Examples),
+      'transfer_splits': 'unlabelled'}, 'transfer_splits must be a list of split names'),
+    ({'transfer_examples': helpers.channel(standard_artifacts.Examples),
+      'transfer_splits': ['']}, 'transfer_splits must be a list of split names'),
 ])
 def test_bad_arguments_fail_at_construction_naming_the_parameter(overrides, message):
   with pytest.raises(ValueError, match=message):

@@ -51,6 +51,16 @@ def test_soft_term_is_temperature_squared_times_kl_of_tempered_distributions(tem
   np.testing.assert_allclose(got, expected, rtol=1e-4)
 
 
+def test_a_transfer_row_enters_the_soft_term_only():
+  # Row 1 is a transfer row: its label (a placeholder) must not count in the hard term.
+  targets = loss_lib.soft_targets([TEACHER], 2.0)
+  got = loss_lib.distillation_loss(np.array([0, 2]), STUDENT, targets, 2.0, 0.3,
+                                   labelled_weights=np.array([1.0, 0.0]))
+  hard = -np.log(softmax(STUDENT)[0, 0])  # The labelled row's cross-entropy, averaged over 1.
+  soft = 4.0 * kl(softmax(TEACHER, 2.0), softmax(STUDENT, 2.0))  # Both rows.
+  np.testing.assert_allclose(np.mean(got), 0.3 * hard + 0.7 * np.mean(soft), rtol=1e-5)
+
+
 def test_teacher_is_the_target_and_student_the_prediction():
   targets = loss_lib.soft_targets([TEACHER], 3.0)
   got = loss_lib.distillation_loss(LABELS, STUDENT, targets, 3.0, 0.0).numpy()
