@@ -250,7 +250,7 @@ def _check_header(header: List[str], label_column: str, verdict: FileVerdict) ->
                      'column its own name.', line=1, column=name)
       return False
     seen[name] = position
-  if label_column not in header:
+  if label_column is not None and label_column not in header:
     verdict.refuse(f'has no label column {label_column!r}; its columns are '
                    f'{", ".join(header)}. Give --label one of them.', line=1)
     return False
@@ -268,8 +268,9 @@ def _rows(path: str, label_column: str, verdict: FileVerdict,
   try:
     header = next(reader, None)
     if header is None:
-      raise _Unreadable(f'is empty; expected a header row with the label column '
-                        f'{label_column!r}, then rows.')
+      raise _Unreadable('is empty; expected a header row'
+                        + (f' with the label column {label_column!r}' if label_column else '')
+                        + ', then rows.')
     if expected_header is None and not _check_header(header, label_column, verdict):
       return
     yield 1, header
@@ -335,7 +336,8 @@ def _count(path: str, label_column: str, verdict: FileVerdict,
           + '; every file of the folder needs the same header.', line=1,
           column=differences[0] if differences else None)
       return None
-    label_position = header.index(label_column)
+    # Rows without labels (a transfer set) may lack the column.
+    label_position = header.index(label_column) if label_column in header else None
     counts = _FileCounts([ColumnCounts() for _ in header])
     name = os.path.basename(path)
     for line, row in rows:
@@ -358,6 +360,8 @@ def _count(path: str, label_column: str, verdict: FileVerdict,
         column.numbers += 1
         if not math.isfinite(number):
           column.non_finite += 1
+      if label_position is None:
+        continue
       label = row[label_position].strip()
       if not label:
         counts.empty_labels += 1
@@ -426,6 +430,92 @@ def preflight_csv(data_root: str, label_column: str) -> Preflight:
   if not preflight.refused:
     _check_label(preflight, counted)
   return preflight
+
+
+def preflight_unlabelled(data_root: str, labelled: Preflight) -> Preflight:
+  """Checks a folder of rows without labels (a transfer set) against the labelled folder.
+
+  The files may lack the label column, or carry it (it is ignored). Every other column
+  of the labelled data must be there, and no other: the transform and the teacher know
+  only those. A column that holds numbers in the labelled data must hold numbers here.
+
+  Args:
+    data_root: Folder of `.csv` (or `.csv.gz`) files of unlabelled rows.
+    labelled: The labelled folder's `Preflight`, already checked.
+
+  Returns:
+    A `Preflight` of the folder, with the labelled folder's column kinds;
+    `raise_if_refused()` names each refused file, line and column.
+
+  Raises:
+    ValueError: naming `--unlabelled`, when it is not a folder or holds no CSV files.
+  """
+  if not os.path.isdir(data_root):
+    raise ValueError(f'--unlabelled: {data_root!r} is not a folder; give a folder of CSV '
+                     'files.')
+  paths, ignored = list_files(data_root)
+  if not paths:
+    raise ValueError(f'--unlabelled: {data_root!r} holds no .csv or .csv.gz files'
+                     + (f' (it has {", ".join(ignored)})' if ignored else '') + '.')
+  label = labelled.label_column
+  features = [name for name in labelled.header if name != label]
+  verdicts, file_digests = [], {}
+  first_header, first_path = None, None
+  whole = hashlib.sha256(f'{STAGING_VERSION}\0unlabelled\0'.encode())
+  for path in paths:
+    verdict = FileVerdict(path)
+    verdicts.append(verdict)
+    file_digest = _file_digest(path)
+    file_digests[os.path.basename(path)] = file_digest
+    whole.update(f'{os.path.basename(path)}\0{file_digest}\0'.encode())
+    result = _count(path, None, verdict, first_header, first_path)
+    if result is None:
+      continue
+    header, counts = result
+    if first_header is None:
+      first_header, first_path = header, path
+    extra = [name for name in header if name not in labelled.header]
+    missing = [name for name in features if name not in header]
+    if extra:
+      verdict.refuse(f'column {extra[0]!r} is not a column of the labelled data in '
+                     f'{labelled.data_root}; the transform and the teacher know only '
+                     f'{", ".join(features)}. Remove it from the unlabelled rows.', line=1,
+                     column=extra[0])
+      continue
+    if missing:
+      verdict.refuse(f'lacks column {missing[0]!r}, which the labelled data has and the '
+                     'transform reads; give the unlabelled rows every column but the label.',
+                     line=1, column=missing[0])
+      continue
+    for name, column in zip(header, counts.columns):
+      if labelled.column_kinds.get(name) == NUMBER and column.first_text is not None:
+        value, file_name, line = column.first_text
+        verdict.refuse(f'{value!r} is not a number, but {name!r} holds numbers in the '
+                       'labelled data; fix or empty the cell.', line=line, column=name)
+        break
+    else:
+      for name, column in zip(header, counts.columns):
+        blanked = column.non_finite + column.markers
+        if labelled.column_kinds.get(name) == NUMBER and blanked:
+          verdict.blanked_cells[name] = blanked
+          verdict.notes.append(f'{blanked} NaN, infinite or missing-marker value(s) in '
+                               f'{name!r} read as empty')
+      verdict.rows = counts.rows
+      if label in header:
+        verdict.notes.append(f'its {label!r} column is ignored: transfer rows teach through '
+                             "the teacher's answers only")
+  preflight = Preflight(os.path.abspath(data_root), label, verdicts, ignored,
+                        first_header or [], whole.hexdigest(), file_digests)
+  preflight.column_kinds = {name: kind for name, kind in labelled.column_kinds.items()
+                            if name in preflight.header}
+  return preflight
+
+
+def shared_files(labelled: Preflight, unlabelled: Preflight) -> List[str]:
+  """Unlabelled files whose content is that of a labelled file (its rows reach `test`)."""
+  labelled_digests = set(labelled.file_digests.values())
+  return sorted(name for name, digest in unlabelled.file_digests.items()
+                if digest in labelled_digests)
 
 
 def _decide_kinds(preflight: Preflight, counted: Dict[str, _FileCounts]) -> None:
@@ -511,7 +601,8 @@ def _staged_rows(preflight: Preflight, verdict: FileVerdict) -> Iterator[List[st
   """The file's rows that run, read again row by row: missing values blanked, no empty label."""
   numeric = [position for position, name in enumerate(preflight.header)
              if preflight.column_kinds.get(name) == NUMBER]
-  label_position = preflight.header.index(preflight.label_column)
+  label_position = (preflight.header.index(preflight.label_column)
+                    if preflight.label_column in preflight.header else None)
   rows = _rows(verdict.path, preflight.label_column, FileVerdict(verdict.path),
                expected_header=preflight.header)
   next(rows)  # The header, checked in the first pass.
@@ -519,7 +610,7 @@ def _staged_rows(preflight: Preflight, verdict: FileVerdict) -> Iterator[List[st
     for position in numeric:
       if _is_missing(row[position].strip()):
         row[position] = ''
-    if row[label_position].strip():
+    if label_position is None or row[label_position].strip():
       yield row
 
 

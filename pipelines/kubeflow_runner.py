@@ -4,7 +4,7 @@
 takes the same flags):
 
   distillery compile --output FILE.yaml|FILE.json [--image IMAGE]
-      [--dataset taxi|digits|csv] [--data-root DIR] [--label COLUMN]
+      [--dataset taxi|digits|csv] [--data-root DIR] [--label COLUMN] [--unlabelled-root DIR]
       [--pipeline-root DIR] [--serving-dir DIR]
 
 `FILE.yaml` is a KFP v2 package (the PipelineSpec, with the pipeline root as its
@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument('--data-root', help='CSV folder as the cluster sees it (default: the '
                       "dataset's folder on this machine)")
   parser.add_argument('--label', help='csv only: the label column')
+  parser.add_argument('--unlabelled-root', help='csv only: folder of CSV rows without labels, '
+                      'as the cluster sees it; the Distiller learns the teacher\'s answers on '
+                      'them')
   parser.add_argument('--pipeline-root',
                       help='outputs root as the cluster sees it (e.g. gs://bucket/root); '
                       'default $DISTILLERY_HOME/runs/kubeflow-DATASET')
@@ -68,6 +71,8 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
                  f'PipelineJob); got {args.output!r}')
   if args.dataset == 'csv' and not (args.data_root and args.label):
     parser.error('--dataset csv needs --data-root and --label')
+  if args.unlabelled_root and args.dataset != 'csv':
+    parser.error('--unlabelled-root is for --dataset csv only')
   if args.train_steps < 1:
     parser.error(f'--train-steps must be >= 1; got {args.train_steps}')
   if args.num_workers < 1:
@@ -146,6 +151,7 @@ def compile_pipeline(args: argparse.Namespace) -> str:
       train_steps=args.train_steps,
       num_workers=args.num_workers,
       schema_path=stage_schema(dataset.schema_file, args.pipeline_root),
+      unlabelled_data_root=args.unlabelled_root or None,
       random_seed=args.seed), write_out=False)
   write_package(pipeline_job, output_path)
   return output_path

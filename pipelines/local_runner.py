@@ -186,6 +186,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument('--dataset', required=True, choices=datasets.DATASET_NAMES)
   parser.add_argument('--data', help='csv only: folder of CSV files')
   parser.add_argument('--label', help='csv only: the label column')
+  parser.add_argument('--unlabelled', help='csv only: folder of CSV files of rows without '
+                      'labels (serving logs, rows not yet labelled), with the columns of --data '
+                      'but the label; the student learns the teacher\'s answers on them')
   parser.add_argument('--schema', help='csv only: schema.pbtxt the data must match (taxi '
                       'and digits use the curated ones shipped in the package)')
   parser.add_argument('--pipeline-root', help='outputs and ML Metadata (default '
@@ -231,8 +234,9 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     parser.error(f'--student-train-steps must be >= 1; got {args.student_train_steps}')
   if args.num_workers < 1:
     parser.error(f'--num-workers must be >= 1; got {args.num_workers}')
-  if args.dataset != 'csv' and (args.data or args.label or args.schema):
-    parser.error('--data, --label and --schema are for --dataset csv only')
+  if args.dataset != 'csv' and (args.data or args.label or args.schema or
+                                getattr(args, 'unlabelled', None)):
+    parser.error('--data, --label, --schema and --unlabelled are for --dataset csv only')
   check_seed(parser, args)
   if not 0.0 <= args.max_accuracy_drop <= 1.0:
     parser.error(f'--max-accuracy-drop must be a fraction in [0, 1]; got '
@@ -342,16 +346,18 @@ def pipeline_root_of(args: argparse.Namespace) -> str:
                          os.path.join(distillery_home(), 'runs', run_folder_name(args)))
 
 
-def report_preflight(preflight: csv_preflight.Preflight) -> None:
+def report_preflight(preflight: csv_preflight.Preflight, what: str = 'data') -> None:
   """One console line per file: its rows and what was handled; refusals raise."""
   logger = progress.get_logger()
   for name in preflight.ignored:
-    logger.warning('data: %s is not .csv or .csv.gz; ExampleGen will not read it.', name)
+    logger.warning('%s: %s is not .csv or .csv.gz; ExampleGen will not read it.', what, name)
   for verdict in preflight.verdicts:
     if verdict.status == csv_preflight.RUNS:
-      logger.info('data: %s: %d rows%s', os.path.basename(verdict.path), verdict.rows,
+      logger.info('%s: %s: %d rows%s', what, os.path.basename(verdict.path), verdict.rows,
                   f' ({"; ".join(verdict.notes)})' if verdict.notes else '')
   preflight.raise_if_refused()
+  if what != 'data':
+    return
   kinds = preflight.column_kinds
   for kind, what in ((csv_preflight.NUMBER, 'numbers'), (csv_preflight.CATEGORY, 'categories')):
     names = [name for name in preflight.header if kinds.get(name) == kind]
@@ -407,27 +413,36 @@ def check_memory(preflight: csv_preflight.Preflight) -> None:
       '`distillery run` a sample of the rows.')
 
 
-def stage_csv(preflight: csv_preflight.Preflight, pipeline_root: str) -> str:
+def stage_csv(preflight: csv_preflight.Preflight, pipeline_root: str,
+              what: str = 'data') -> str:
   """Writes the checked rows under the pipeline root; says how the inputs changed."""
-  staging_root = os.path.join(pipeline_root, 'inputs')
+  staging_root = os.path.join(pipeline_root, 'inputs' if what == 'data' else f'inputs-{what}')
   changes = csv_preflight.changed_inputs(preflight, staging_root)
   if changes:
-    progress.get_logger().info('data: inputs changed since the last run (%s); ExampleGen '
-                               'reads them again.', ', '.join(changes))
+    progress.get_logger().info('%s: inputs changed since the last run (%s); ExampleGen '
+                               'reads them again.', what, ', '.join(changes))
   elif changes is not None:
-    progress.get_logger().info('data: inputs unchanged since the last run.')
+    progress.get_logger().info('%s: inputs unchanged since the last run.', what)
   return csv_preflight.stage(preflight, staging_root)
 
 
 def execute(args: argparse.Namespace) -> RunResult:
   """Builds and runs the pipeline; writes the report into the pipeline root."""
-  preflight = None
+  preflight = unlabelled = None
   if args.dataset == 'csv':
     # Checked before anything is created, so a typo or a bad file costs nothing.
     datasets.resolve('csv', '', args.data, args.label, args.schema)
     preflight = csv_preflight.preflight_csv(args.data, args.label)
     report_preflight(preflight)
     check_memory(preflight)
+    if getattr(args, 'unlabelled', None):
+      unlabelled = csv_preflight.preflight_unlabelled(args.unlabelled, preflight)
+      report_preflight(unlabelled, 'unlabelled')
+      for name in csv_preflight.shared_files(preflight, unlabelled):
+        progress.get_logger().warning(
+            'unlabelled: %s holds the same rows as a file of --data, so the pool includes the '
+            'rows the gate reports on (test). No label leaks (the Distiller never reads labels '
+            'from the pool), but the student has seen the teacher\'s answers on them.', name)
   run_name = run_folder_name(args)
   pipeline_name = f'{PIPELINE_NAME_PREFIX}-{run_name}'
   pipeline_root = pipeline_root_of(args)
@@ -453,6 +468,7 @@ def execute(args: argparse.Namespace) -> RunResult:
       # ExampleGen reads the checked copy: plain UTF-8, NaN read as empty, labels present.
       dataset = dataclasses.replace(dataset, data_root=stage_csv(preflight, pipeline_root))
     logger.info('data: %s (label column %r)', dataset.data_root, dataset.label_column)
+    unlabelled_root = stage_csv(unlabelled, pipeline_root, 'unlabelled') if unlabelled else None
     start = time.monotonic()
     tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
         pipeline_name=pipeline_name,
@@ -475,6 +491,7 @@ def execute(args: argparse.Namespace) -> RunResult:
         enable_cache=not args.no_cache,
         num_workers=args.num_workers,
         schema_path=dataset.schema_file,
+        unlabelled_data_root=unlabelled_root,
         random_seed=getattr(args, 'seed', None)))
     wall_seconds = time.monotonic() - start
     logger.info('pipeline %s: finished in %.1f s', pipeline_name, wall_seconds)

@@ -19,6 +19,8 @@ from tfx_distillery.components.gate import spec as gate_spec
 
 # ExampleGen's hash buckets: train, eval (what chooses), test (what reports and gates).
 SPLIT_BUCKETS = (('train', 6), ('eval', 2), ('test', 2))
+# The one split of the unlabelled rows' ExampleGen.
+UNLABELLED_SPLIT = 'unlabelled'
 
 
 def create_components(data_root: str,
@@ -44,6 +46,7 @@ def create_components(data_root: str,
                       max_accuracy_drop: float = 0.01,
                       max_model_bytes: Optional[int] = None,
                       schema_path: Optional[str] = None,
+                      unlabelled_data_root: Optional[str] = None,
                       random_seed: Optional[int] = None) -> List[base_node.BaseNode]:
   """Builds the chain's components: teacher, student, pruned, quantized, gate, push.
 
@@ -80,6 +83,10 @@ def create_components(data_root: str,
     schema_path: A curated schema (schema.pbtxt) that the data must match; the
       validator stops the run on any anomaly against it. None infers the schema
       from the data itself, which then catches only what inference can not absorb.
+    unlabelled_data_root: Optional folder of CSV files of rows without labels, with the
+      columns of `data_root` but the label. A second ExampleGen
+      (`UnlabelledExampleGen`, one split `unlabelled`) reads them, and the Distiller
+      learns the teacher's answers on them (`transfer_examples`). Needs a student.
     random_seed: The run's one seed, given to every component that draws random
       numbers (teacher, Distiller, Pruner, Quantizers), which then also turn on op
       determinism: the same seed and data on the same machine give the same
@@ -90,6 +97,9 @@ def create_components(data_root: str,
     `Quantizer_<source>_<mode>`).
   """
   seeding.validate(random_seed)
+  if unlabelled_data_root is not None and not student_module_file:
+    raise ValueError('unlabelled_data_root feeds the Distiller, and this pipeline has none; '
+                     'give student_module_file too, or leave unlabelled_data_root out.')
   float_candidates = (1 if student_module_file else 0) + (1 if prune else 0)
   quantized = max(1, float_candidates) * len(quantization_modes)
   if float_candidates + quantized > gate_spec.MAX_CANDIDATES:
@@ -135,6 +145,15 @@ def create_components(data_root: str,
       num_workers=num_workers,
       random_seed=random_seed)
   stages = [trainer]
+  transfer = {}
+  if unlabelled_data_root is not None:
+    unlabelled_gen = components.ArrowCsvExampleGen(
+        input_base=unlabelled_data_root,
+        output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
+            tfx.proto.SplitConfig.Split(name=UNLABELLED_SPLIT, hash_buckets=1)]))
+    ).with_id('UnlabelledExampleGen')
+    stages.insert(0, unlabelled_gen)
+    transfer = {'transfer_examples': unlabelled_gen.outputs['examples']}
   labelled = {'label_key': label_key, 'label_column': label_column}
   candidate = trainer.outputs['model']
   if student_module_file:
@@ -152,6 +171,7 @@ def create_components(data_root: str,
         num_workers=num_workers,
         random_seed=random_seed,
         **labelled,
+        **transfer,
         **(distillation or {}))
     stages.append(distiller)
     candidate = distiller.outputs['model']

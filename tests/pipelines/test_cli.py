@@ -30,9 +30,12 @@ def distillery(*arguments, home, cwd, timeout=900):
 def iris_run(tmp_path_factory):
   tmp_path = tmp_path_factory.mktemp('cli')
   data = helpers.write_iris_csv(tmp_path / 'iris')
+  # Rows without the label, as serving logs hold them: the Distiller's transfer set.
+  logs = helpers.write_iris_csv(tmp_path / 'logs', label=False)
   workdir = tmp_path / 'elsewhere'
   workdir.mkdir()
   result = distillery('run', '--dataset', 'csv', '--data', data, '--label', 'variety',
+                      '--unlabelled', logs,
                       '--train-steps', '200', '--student-train-steps', '1000',
                       # Any candidate clearly above the majority class passes (the gate's
                       # McNemar test: on 20 test rows a 200-step student at 0.60 against a
@@ -63,6 +66,35 @@ def test_a_run_pushes_under_the_home_and_the_console_holds_no_library_noise(iris
     assert noise not in console, noise
   # It went to the full log instead.
   assert 'FutureWarning' in (root / 'pipeline.log').read_text()
+
+
+def test_unlabelled_rows_go_through_the_preflight_and_their_own_example_gen_to_the_distiller(
+    iris_run):
+  tmp_path, result = iris_run
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert 'unlabelled: iris.csv: 150 rows' in result.stdout
+  assert 'UnlabelledExampleGen: finished' in result.stdout
+  root = tmp_path / 'home' / 'runs' / 'csv-iris'
+  [metrics] = glob.glob(str(root / 'Distiller' / 'metrics' / '*' / 'metrics.json'))
+  with open(metrics) as handle:
+    transfer_set = json.load(handle)['transfer_set']
+  assert transfer_set['splits'] == ['unlabelled']
+  assert transfer_set['examples'].startswith(str(root / 'UnlabelledExampleGen'))
+
+
+def test_an_unlabelled_column_the_labelled_rows_lack_is_refused_before_anything_runs(tmp_path):
+  data = helpers.write_iris_csv(tmp_path / 'iris')
+  logs = tmp_path / 'logs'
+  logs.mkdir()
+  (logs / 'day1.csv').write_text('sepal_length,sepal_width,petal_length,petal_width,visitor\n'
+                                 '5.1,3.5,1.4,0.2,7\n')
+  result = distillery('run', '--dataset', 'csv', '--data', data, '--label', 'variety',
+                      '--unlabelled', str(logs), home=tmp_path / 'home', cwd=tmp_path,
+                      timeout=120)
+  assert result.returncode == 2, result.stdout + result.stderr
+  assert "day1.csv, line 1, column 'visitor'" in result.stdout + result.stderr
+  assert not (tmp_path / 'home' / 'runs').exists() or not list(
+      (tmp_path / 'home' / 'runs').glob('*/metadata.sqlite'))
 
 
 def test_report_prints_the_last_runs_gate_table_and_report_path(iris_run):

@@ -4,6 +4,7 @@ ExampleGen reads, and the catalogue in docs/bad-data-and-faults.md."""
 import csv
 import os
 import re
+import shutil
 
 import pytest
 
@@ -218,3 +219,66 @@ def test_a_folder_that_fits_passes_the_memory_check(tmp_path, monkeypatch):
   preflight.verdicts[0].rows = 50_000_000
   with pytest.raises(ValueError, match='50,000,000 rows of 3 columns'):
     local_runner.check_memory(preflight)
+
+
+def write_rows(folder, name, header, rows):
+  folder.mkdir(exist_ok=True)
+  with open(folder / name, 'w') as handle:
+    handle.write('\n'.join([','.join(header)] + [','.join(map(str, row)) for row in rows]) + '\n')
+  return str(folder)
+
+
+@pytest.mark.parametrize('header, rows, refusal', [
+    # An extra column: the transform and the teacher do not know it.
+    (['bill', 'island', 'visitor_id'], [[40.5, 'Dream', 7]],
+     r"logs\.csv, line 1, column 'visitor_id'.*is not a column of the labelled data"),
+    # A column the transform reads is missing.
+    (['island'], [['Dream']], r"logs\.csv, line 1, column 'bill'.*lacks column 'bill'"),
+    # Text where the labelled rows hold numbers.
+    (['bill', 'island'], [[40.5, 'Dream'], ['long', 'Biscoe']],
+     r"logs\.csv, line 3, column 'bill'.*'long' is not a number"),
+])
+def test_an_unlabelled_folder_is_refused_naming_file_and_column(tmp_path, header, rows,
+                                                               refusal):
+  labelled = csv_preflight.preflight_csv(
+      write_rows(tmp_path / 'data', 'a.csv', ['bill', 'island', 'species'],
+                 [[40.5, 'Dream', 'Adelie'], [50.1, 'Biscoe', 'Gentoo']]), 'species')
+  unlabelled = csv_preflight.preflight_unlabelled(
+      write_rows(tmp_path / 'logs', 'logs.csv', header, rows), labelled)
+  with pytest.raises(csv_preflight.CsvRefused, match=refusal):
+    unlabelled.raise_if_refused()
+
+
+def test_an_unlabelled_folder_runs_with_or_without_the_label_and_is_staged_apart(tmp_path):
+  data = write_rows(tmp_path / 'data', 'a.csv', ['bill', 'island', 'species'],
+                    [[40.5, 'Dream', 'Adelie'], [50.1, 'Biscoe', 'Gentoo']])
+  labelled = csv_preflight.preflight_csv(data, 'species')
+  logs = write_rows(tmp_path / 'logs', 'logs.csv', ['island', 'bill'],
+                    [['Dream', 'NA'], ['Torgersen', 38]])
+  tagged = csv_preflight.preflight_unlabelled(
+      write_rows(tmp_path / 'tagged', 'some.csv', ['bill', 'island', 'species'],
+                 [[41.0, 'Dream', ''], [42.0, 'Dream', 'Adelie']]), labelled)
+  assert not tagged.refused and tagged.verdicts[0].rows == 2
+  assert 'is ignored' in ' '.join(tagged.verdicts[0].notes)
+  unlabelled = csv_preflight.preflight_unlabelled(logs, labelled)
+  assert not unlabelled.refused
+  verdict = unlabelled.verdicts[0]
+  assert verdict.rows == 2 and verdict.blanked_cells == {'bill': 1}
+  assert unlabelled.column_kinds == {'bill': csv_preflight.NUMBER,
+                                     'island': csv_preflight.CATEGORY}
+  assert csv_preflight.shared_files(labelled, unlabelled) == []
+  staged = csv_preflight.stage(unlabelled, str(tmp_path / 'inputs-unlabelled'))
+  with open(os.path.join(staged, '000-logs.csv')) as handle:
+    assert handle.read() == 'island,bill\nDream,\nTorgersen,38\n'
+  # The labelled file itself in the pool: its rows reach test, which is said.
+  shutil.copy(os.path.join(data, 'a.csv'), tmp_path / 'tagged' / 'copy.csv')
+  again = csv_preflight.preflight_unlabelled(str(tmp_path / 'tagged'), labelled)
+  assert csv_preflight.shared_files(labelled, again) == ['copy.csv']
+
+
+def test_an_unlabelled_folder_that_is_not_one_is_refused_naming_the_flag(tmp_path):
+  labelled = csv_preflight.preflight_csv(
+      write_rows(tmp_path / 'data', 'a.csv', ['bill', 'species'], [[1, 'a'], [2, 'b']]),
+      'species')
+  with pytest.raises(ValueError, match='--unlabelled: .* is not a folder'):
+    csv_preflight.preflight_unlabelled(str(tmp_path / 'nowhere'), labelled)

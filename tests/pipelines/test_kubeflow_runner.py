@@ -98,3 +98,26 @@ def test_default_roots_are_under_the_distillery_home_not_the_current_folder(
                                                           'kubeflow-taxi')
   assert str(tmp_path / 'home' / 'serving' / 'kubeflow-taxi') in output.read_text()
   assert sorted(os.listdir(tmp_path)) == ['home', 'pipeline.json']
+
+
+def test_an_unlabelled_folder_compiles_as_a_second_example_gen_feeding_the_distiller(tmp_path):
+  output = tmp_path / 'out' / 'pipeline.yaml'
+  assert kubeflow_runner.main([
+      '--output', str(output), '--image', 'example.com/distillery:1', '--dataset', 'csv',
+      '--data-root', 'gs://bucket/labelled', '--label', 'species',
+      '--unlabelled-root', 'gs://bucket/logs', '--pipeline-root', str(tmp_path / 'root')]) == 0
+  document = kfp_client._extract_pipeline_yaml(str(output))  # pylint: disable=protected-access
+  spec = json_format.MessageToDict(document.pipeline_spec)
+  tasks = spec['root']['dag']['tasks']
+  assert tasks['UnlabelledExampleGen'].get('dependentTasks', []) == []
+  assert 'UnlabelledExampleGen' in tasks['Distiller']['dependentTasks']
+  artifacts = tasks['Distiller']['inputs']['artifacts']
+  assert artifacts['transfer_examples']['taskOutputArtifact']['producerTask'] == (
+      'UnlabelledExampleGen')
+  assert 'gs://bucket/logs' in json.dumps(tasks['UnlabelledExampleGen'])
+
+
+def test_an_unlabelled_folder_needs_the_csv_dataset(tmp_path, capsys):
+  with pytest.raises(SystemExit):
+    kubeflow_runner.main(['--output', str(tmp_path / 'p.yaml'), '--unlabelled-root', 'logs'])
+  assert '--unlabelled-root is for --dataset csv only' in capsys.readouterr().err
