@@ -385,6 +385,41 @@ def _is_missing(value: str) -> bool:
     return False
 
 
+def _count_folder(data_root: str, flag: str, label_column: Optional[str], digest_salt: str):
+  """Reads every CSV file of a folder once: verdicts, digests, the header and counts.
+
+  Returns:
+    (verdicts, other files, digest per file, digest of the whole folder, the first
+    header, counts per file that runs so far).
+
+  Raises:
+    ValueError: naming `flag`, when the folder is not one or holds no CSV files.
+  """
+  if not os.path.isdir(data_root):
+    raise ValueError(f'{flag}: {data_root!r} is not a folder; give a folder of CSV files.')
+  paths, ignored = list_files(data_root)
+  if not paths:
+    raise ValueError(f'{flag}: {data_root!r} holds no .csv or .csv.gz files'
+                     + (f' (it has {", ".join(ignored)})' if ignored else '') + '.')
+  verdicts, file_digests, counted = [], {}, {}
+  first_header, first_path = None, None
+  whole = hashlib.sha256(f'{STAGING_VERSION}\0{digest_salt}\0'.encode())
+  for path in paths:
+    verdict = FileVerdict(path)
+    verdicts.append(verdict)
+    file_digest = _file_digest(path)
+    file_digests[os.path.basename(path)] = file_digest
+    whole.update(f'{os.path.basename(path)}\0{file_digest}\0'.encode())
+    result = _count(path, label_column, verdict, first_header, first_path)
+    if result is None:
+      continue
+    header, counts = result
+    if first_header is None:
+      first_header, first_path = header, path
+    counted[path] = counts
+  return verdicts, ignored, file_digests, whole.hexdigest(), first_header or [], counted
+
+
 def preflight_csv(data_root: str, label_column: str) -> Preflight:
   """Reads every CSV file of a folder and gives each a verdict: runs, or refused and why.
 
@@ -401,30 +436,10 @@ def preflight_csv(data_root: str, label_column: str) -> Preflight:
   Raises:
     ValueError: naming the folder, when it is not a folder or holds no CSV files.
   """
-  if not os.path.isdir(data_root):
-    raise ValueError(f'--data: {data_root!r} is not a folder; give a folder of CSV files.')
-  paths, ignored = list_files(data_root)
-  if not paths:
-    raise ValueError(f'--data: {data_root!r} holds no .csv or .csv.gz files'
-                     + (f' (it has {", ".join(ignored)})' if ignored else '') + '.')
-  verdicts, file_digests, counted = [], {}, {}
-  first_header, first_path = None, None
-  whole = hashlib.sha256(f'{STAGING_VERSION}\0{label_column}\0'.encode())
-  for path in paths:
-    verdict = FileVerdict(path)
-    verdicts.append(verdict)
-    file_digest = _file_digest(path)
-    file_digests[os.path.basename(path)] = file_digest
-    whole.update(f'{os.path.basename(path)}\0{file_digest}\0'.encode())
-    result = _count(path, label_column, verdict, first_header, first_path)
-    if result is None:
-      continue
-    header, counts = result
-    if first_header is None:
-      first_header, first_path = header, path
-    counted[path] = counts
+  verdicts, ignored, file_digests, digest, header, counted = _count_folder(
+      data_root, '--data', label_column, label_column)
   preflight = Preflight(os.path.abspath(data_root), label_column, verdicts, ignored,
-                        first_header or [], whole.hexdigest(), file_digests)
+                        header, digest, file_digests)
   if counted:
     _decide_kinds(preflight, counted)
   if not preflight.refused:
@@ -450,30 +465,14 @@ def preflight_unlabelled(data_root: str, labelled: Preflight) -> Preflight:
   Raises:
     ValueError: naming `--unlabelled`, when it is not a folder or holds no CSV files.
   """
-  if not os.path.isdir(data_root):
-    raise ValueError(f'--unlabelled: {data_root!r} is not a folder; give a folder of CSV '
-                     'files.')
-  paths, ignored = list_files(data_root)
-  if not paths:
-    raise ValueError(f'--unlabelled: {data_root!r} holds no .csv or .csv.gz files'
-                     + (f' (it has {", ".join(ignored)})' if ignored else '') + '.')
   label = labelled.label_column
   features = [name for name in labelled.header if name != label]
-  verdicts, file_digests = [], {}
-  first_header, first_path = None, None
-  whole = hashlib.sha256(f'{STAGING_VERSION}\0unlabelled\0'.encode())
-  for path in paths:
-    verdict = FileVerdict(path)
-    verdicts.append(verdict)
-    file_digest = _file_digest(path)
-    file_digests[os.path.basename(path)] = file_digest
-    whole.update(f'{os.path.basename(path)}\0{file_digest}\0'.encode())
-    result = _count(path, None, verdict, first_header, first_path)
-    if result is None:
+  verdicts, ignored, file_digests, digest, header, counted = _count_folder(
+      data_root, '--unlabelled', None, 'unlabelled')
+  for verdict in verdicts:
+    counts = counted.get(verdict.path)
+    if counts is None:
       continue
-    header, counts = result
-    if first_header is None:
-      first_header, first_path = header, path
     extra = [name for name in header if name not in labelled.header]
     missing = [name for name in features if name not in header]
     if extra:
@@ -489,7 +488,7 @@ def preflight_unlabelled(data_root: str, labelled: Preflight) -> Preflight:
       continue
     for name, column in zip(header, counts.columns):
       if labelled.column_kinds.get(name) == NUMBER and column.first_text is not None:
-        value, file_name, line = column.first_text
+        value, _, line = column.first_text
         verdict.refuse(f'{value!r} is not a number, but {name!r} holds numbers in the '
                        'labelled data; fix or empty the cell.', line=line, column=name)
         break
@@ -504,8 +503,8 @@ def preflight_unlabelled(data_root: str, labelled: Preflight) -> Preflight:
       if label in header:
         verdict.notes.append(f'its {label!r} column is ignored: transfer rows teach through '
                              "the teacher's answers only")
-  preflight = Preflight(os.path.abspath(data_root), label, verdicts, ignored,
-                        first_header or [], whole.hexdigest(), file_digests)
+  preflight = Preflight(os.path.abspath(data_root), label, verdicts, ignored, header, digest,
+                        file_digests)
   preflight.column_kinds = {name: kind for name, kind in labelled.column_kinds.items()
                             if name in preflight.header}
   return preflight

@@ -15,7 +15,10 @@ def test_defaults_for_taxi():
     (['--dataset', 'taxi', '--train-steps', '0'], '--train-steps must be >= 1'),
     (['--dataset', 'taxi', '--num-workers', '0'], '--num-workers must be >= 1'),
     (['--dataset', 'taxi', '--student-train-steps', '0'], '--student-train-steps must be >= 1'),
-    (['--dataset', 'taxi', '--label', 'tips'], '--data, --label and --schema are for --dataset csv'),
+    (['--dataset', 'taxi', '--label', 'tips'],
+     '--data, --label, --schema and --unlabelled are for --dataset csv'),
+    (['--dataset', 'taxi', '--unlabelled', 'logs'],
+     '--data, --label, --schema and --unlabelled are for --dataset csv'),
 ])
 def test_bad_arguments_exit_with_a_message(argv, message, capsys):
   with pytest.raises(SystemExit) as exit_info:

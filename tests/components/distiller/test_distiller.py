@@ -183,11 +183,17 @@ def test_a_tuning_trial_a_few_examples_ahead_of_the_defaults_does_not_move_them(
   assert 'beyond noise' in chosen['why'] and trials[2]['chosen']
 
 
-def test_two_workers_distill_under_multi_worker_mirrored(data, teacher, tmp_path):
+@pytest.mark.parametrize('with_transfer_set', [False, True])
+def test_two_workers_distill_under_multi_worker_mirrored(data, teacher, tmp_path,
+                                                         with_transfer_set):
+  # Each worker reads its share of the labelled batches and of the transfer batches.
+  pool = (transfer_artifact(str(tmp_path / 'pool'), {'unlabelled': unlabelled_rows(300, 7)})
+          if with_transfer_set else None)
   model_uri, metrics = run_distiller(data, [teacher], str(tmp_path), num_workers=2,
-                                     train_baseline=False)
+                                     train_baseline=False, transfer_examples=pool)
   assert os.listdir(model_uri) == ['Format-Serving']
   assert metrics['student_accuracy'] > metrics['majority_accuracy']
+  assert (metrics['transfer_set'] is not None) == with_transfer_set
 
 
 def test_a_student_with_the_wrong_number_of_outputs_fails_at_the_first_batch(
