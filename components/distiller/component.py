@@ -86,6 +86,8 @@ class Distiller(base_component.BaseComponent):
                learning_rate_schedule: str = 'constant',
                student_hidden_units: Optional[Sequence[int]] = None,
                student_parameter_share: Optional[float] = None,
+               student_parameter_shares: Optional[Sequence[float]] = None,
+               max_accuracy_drop: float = 0.01,
                train_args: Optional[tfx.proto.TrainArgs] = None,
                eval_args: Optional[tfx.proto.EvalArgs] = None,
                custom_config: Optional[Dict[str, Any]] = None,
@@ -161,6 +163,13 @@ class Distiller(base_component.BaseComponent):
       student_hidden_units: The built-in student's hidden layer widths (default (16,)).
       student_parameter_share: Size the built-in student instead as the widest one
         hidden layer with at most this share of the (first) teacher's parameters, in (0, 1].
+      student_parameter_shares: Or let the Distiller size the built-in student: it
+        distils one at each share (increasing, e.g. (0.01, 0.03, 0.1, 0.3)), smallest
+        first, and keeps the first within `max_accuracy_drop` of the teacher on eval
+        (the most accurate when none is). `metrics.json` records every size tried
+        (`size_search`). Each size costs a training; not with `tune`.
+      max_accuracy_drop: The size search's budget below the teacher's eval accuracy,
+        a fraction (0.01 is one point); give the gate's.
       train_args: Steps of every training (student, baseline and each trial).
       eval_args: Steps of every evaluation.
       custom_config: `batch_size` (per replica), `epochs`, `learning_rate`, ...
@@ -194,12 +203,16 @@ class Distiller(base_component.BaseComponent):
           module_file, executor.STUDENT_FN,
           '(tf_transform_output, hyperparameters) returning a tf_keras.Model that outputs '
           'logits')
-      if student_hidden_units is not None or student_parameter_share is not None:
-        raise ValueError('student_hidden_units and student_parameter_share size the built-in '
-                         'student (module_file=None); your module_file builds its own. Pass '
-                         'sizes to it through hyperparameters instead.')
-    if student_hidden_units is not None and student_parameter_share is not None:
-      raise ValueError('Give student_hidden_units or student_parameter_share, not both.')
+      if (student_hidden_units is not None or student_parameter_share is not None or
+          student_parameter_shares is not None):
+        raise ValueError('student_hidden_units, student_parameter_share and '
+                         'student_parameter_shares size the built-in student (module_file='
+                         'None); your module_file builds its own. Pass sizes to it through '
+                         'hyperparameters instead.')
+    if sum(value is not None for value in (student_hidden_units, student_parameter_share,
+                                           student_parameter_shares)) > 1:
+      raise ValueError('Give one of student_hidden_units, student_parameter_share or '
+                       'student_parameter_shares, not several.')
     if student_hidden_units is not None and (
         isinstance(student_hidden_units, (str, bytes)) or not student_hidden_units or
         any(not isinstance(units, int) or isinstance(units, bool) or units < 1
@@ -230,6 +243,10 @@ class Distiller(base_component.BaseComponent):
         student_hidden_units=(tuple(student_hidden_units) if student_hidden_units is not None
                               else None),
         student_parameter_share=student_parameter_share,
+        student_parameter_shares=(tuple(student_parameter_shares)
+                                  if isinstance(student_parameter_shares, (list, tuple))
+                                  else student_parameter_shares),
+        max_accuracy_drop=max_accuracy_drop,
         transfer_splits=(tuple(transfer_splits) if not isinstance(transfer_splits, (str, bytes))
                          and transfer_splits is not None else transfer_splits))
     training.validate(settings, len(teachers))

@@ -73,6 +73,10 @@ class DistillationSettings:
     student_hidden_units: The built-in student's hidden widths (None: its default).
     student_parameter_share: Or its size as a share of the teacher's parameters.
     transfer_splits: Splits of `transfer_examples` to learn from; empty for all.
+    student_parameter_shares: Or a size search: the built-in student at each of
+      these shares of the teacher's parameters, smallest first; the first within
+      `max_accuracy_drop` of the teacher on eval is kept.
+    max_accuracy_drop: The size search's budget below the teacher, a fraction.
   """
   temperature: float = 2.0
   alpha: float = 0.5
@@ -95,6 +99,8 @@ class DistillationSettings:
   student_hidden_units: Optional[Tuple[int, ...]] = None
   student_parameter_share: Optional[float] = None
   transfer_splits: Tuple[str, ...] = ()
+  student_parameter_shares: Optional[Tuple[float, ...]] = None
+  max_accuracy_drop: float = 0.01
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -103,7 +109,7 @@ class DistillationSettings:
   def from_json(cls, text: str) -> 'DistillationSettings':
     values = json.loads(text)
     for key in ('teacher_weights', 'temperatures', 'alphas', 'student_hidden_units',
-                'transfer_splits'):
+                'transfer_splits', 'student_parameter_shares'):
       if values.get(key) is not None:
         values[key] = tuple(values[key])
     return cls(**values)
@@ -169,6 +175,19 @@ def validate(settings: DistillationSettings, num_teachers: int) -> None:
   labels.validate_num_classes(settings.num_classes)
   if not reading.is_count(settings.eval_examples) or settings.eval_examples < 1:
     raise ValueError(f'eval_examples must be an integer >= 1; got {settings.eval_examples!r}.')
+  shares = settings.student_parameter_shares
+  if shares is not None and (
+      not isinstance(shares, tuple) or not shares or
+      any(not _is_number(share) or not 0 < share <= 1 for share in shares) or
+      list(shares) != sorted(set(shares))):
+    raise ValueError(f'student_parameter_shares must be increasing numbers in (0, 1], e.g. '
+                     f'(0.01, 0.03, 0.1, 0.3); got {shares!r}.')
+  if shares is not None and settings.tune:
+    raise ValueError('student_parameter_shares searches the student\'s size at the default '
+                     'temperature and alpha; tune=True searches those at one size. Choose one.')
+  if not _is_number(settings.max_accuracy_drop) or not 0 <= settings.max_accuracy_drop <= 1:
+    raise ValueError(f'max_accuracy_drop must be a fraction in [0, 1] (0.01 is one point); got '
+                     f'{settings.max_accuracy_drop!r}.')
   if not isinstance(settings.transfer_splits, tuple) or any(
       not isinstance(split, str) or not split for split in settings.transfer_splits):
     raise ValueError(f'transfer_splits must be a list of split names (empty for all); got '
@@ -365,7 +384,10 @@ class Distillation:
         **({'student_hidden_units': list(settings.student_hidden_units)}
            if settings.student_hidden_units else {}),
         **({'student_parameter_share': settings.student_parameter_share}
-           if settings.student_parameter_share else {})})
+           if settings.student_parameter_share else {}),
+        # A size search checks, and starts from, its smallest share.
+        **({'student_parameter_share': settings.student_parameter_shares[0]}
+           if settings.student_parameter_shares else {})})
     self.eval_set = measuring.from_transformed_examples(
         fn_args.eval_files, measuring.CHOOSE_SPLIT, self.run.tf_transform_output,
         settings.label_key, settings.eval_examples, self.run.options.compression)
@@ -397,6 +419,69 @@ class Distillation:
                                 **(builtin_student.describe(student)
                                    if self.build_student is builtin_student.build_student
                                    else {})}
+
+  def describe_student(self, student: tf_keras.Model) -> Dict[str, Any]:
+    """What metrics.json records of the student: its builder, and the built-in one's plan."""
+    return {'builder': getattr(self.build_student, '__module__', ''),
+            **(builtin_student.describe(student)
+               if self.build_student is builtin_student.build_student else {})}
+
+  def search_size(self, temperature: float, alpha: float
+                  ) -> Tuple[tf_keras.Model, Dict[str, Any]]:
+    """The smallest built-in student within max_accuracy_drop of the teacher on eval.
+
+    Shares are tried smallest first, each distilled on the run's whole budget; the search
+    stops at the first whose eval accuracy is at most `max_accuracy_drop` below the
+    (first) teacher's. A share whose student has the same widths as the one before is not
+    trained again. When none is within the budget, the most accurate goes on.
+
+    Returns:
+      The chosen distilled student, and the search's record for metrics.json.
+    """
+    settings = self.settings
+    teacher_accuracy = self.teacher_accuracy[0]
+    bar = teacher_accuracy - settings.max_accuracy_drop
+    trials, best, chosen, seen = [], None, None, set()
+    for share in settings.student_parameter_shares:
+      self.hyperparameters['student_parameter_share'] = share
+      widths = tuple(builtin_student.describe(self.build_student(
+          self.run.tf_transform_output, self.hyperparameters))['hidden_units'])
+      if widths in seen:
+        trials.append({'share': share, 'hidden_units': list(widths), 'trained': False})
+        continue
+      seen.add(widths)
+      student = self.train_student(temperature, alpha, f'student-share{share:g}')
+      accuracy = measuring.accuracy(self.scorer(student), self.eval_set)
+      parameters = int(student.count_params())
+      trials.append({'share': share, 'hidden_units': list(widths), 'trained': True,
+                     'parameters': parameters,
+                     'parameter_share': parameters / max(1, self.teachers[0].count_params()),
+                     'eval_accuracy': accuracy})
+      self.logger.info('size search: share %g, hidden units %s, %d parameters: eval accuracy '
+                       '%.4f (the teacher %.4f, the bar %.4f)', share, list(widths), parameters,
+                       accuracy, teacher_accuracy, bar)
+      if best is None or accuracy > best[2]:
+        best = (share, student, accuracy)
+      if accuracy >= bar:
+        chosen = (share, student, accuracy)
+        break
+    if chosen is None:
+      chosen = best
+      reason = (f'no share within max_accuracy_drop {settings.max_accuracy_drop:g} of the '
+                f'teacher\'s {teacher_accuracy:.4f} on eval; the most accurate, share '
+                f'{chosen[0]:g} ({chosen[2]:.4f}), goes on')
+    else:
+      reason = (f'share {chosen[0]:g} is the smallest within max_accuracy_drop '
+                f'{settings.max_accuracy_drop:g} of the teacher\'s {teacher_accuracy:.4f} on '
+                f'eval ({chosen[2]:.4f})')
+    self.logger.info('size search: %s', reason)
+    self.hyperparameters['student_parameter_share'] = chosen[0]
+    self.student_description = self.describe_student(
+        self.build_student(self.run.tf_transform_output, self.hyperparameters))
+    return chosen[1], {'shares': list(settings.student_parameter_shares),
+                       'max_accuracy_drop': settings.max_accuracy_drop,
+                       'teacher_accuracy': teacher_accuracy, 'trials': trials,
+                       'chosen_share': chosen[0], 'reason': reason}
 
   def check_labels(self) -> None:
     """Refuses, before any training, a label that can not train a classifier."""
@@ -515,7 +600,11 @@ class Distillation:
     if settings.tune:
       temperature, alpha, trials, scratch_validation_accuracy = self.tune()
       self.logger.info('tuning chose temperature=%g alpha=%g', temperature, alpha)
-    student = self.train_student(temperature, alpha, 'student')
+    size_search = None
+    if settings.student_parameter_shares:
+      student, size_search = self.search_size(temperature, alpha)
+    else:
+      student = self.train_student(temperature, alpha, 'student')
     eval_set = self.eval_set
     student_correct = measuring.correct_predictions(self.scorer(student), eval_set)
     metrics = {
@@ -540,6 +629,7 @@ class Distillation:
         'hand_on_reason': 'no from-scratch twin trained (train_baseline=False)',
         'weak_teachers': weak_teachers,
         'transfer_set': transfer_lib.describe(self.transfer),
+        'size_search': size_search,
         'eval_split': eval_set.split,
         'eval_examples': eval_set.size,
         'train_steps': self.run.epochs * self.run.steps_per_epoch,

@@ -89,7 +89,7 @@ class TransferSet:
 
     Reads the first rows, checks each raw feature the transform reads against its
     kind in the transform's raw schema (an integer column where floats are wanted
-    is cast, as a CSV column of whole numbers reads as integers), transforms them
+    or text is cast, as a CSV column of whole numbers reads as integers), transforms them
     and brings every transformed feature to the labelled rows' shape and dtype.
 
     Args:
@@ -127,8 +127,11 @@ class TransferSet:
       found = _KINDS[kind]
       if found == wanted:
         continue
-      if found == tf.int64 and wanted.is_floating:
-        self.parse_spec[name] = _with_dtype(spec, tf.int64)  # Whole numbers, cast to floats.
+      if found == tf.int64 and (wanted.is_floating or wanted == tf.string):
+        # Whole numbers, cast: a CSV column of integers reads as such in one folder, while
+        # the labelled folder read it as floats, or as text (a category of number codes,
+        # with one cell that is not a number).
+        self.parse_spec[name] = _with_dtype(spec, tf.int64)
         continue
       raise ValueError(f'{WHO}: feature {name!r} holds {found.name} values in the rows, but the '
                        f'transform reads it as {wanted.name}.')
@@ -210,9 +213,10 @@ def _with_dtype(spec, dtype):
 
 
 def _cast(value, dtype):
+  convert = tf.strings.as_string if dtype == tf.string else lambda values: tf.cast(values, dtype)
   if isinstance(value, tf.sparse.SparseTensor):
-    return tf.sparse.SparseTensor(value.indices, tf.cast(value.values, dtype), value.dense_shape)
-  return tf.cast(value, dtype)
+    return tf.sparse.SparseTensor(value.indices, convert(value.values), value.dense_shape)
+  return convert(value)
 
 
 def describe(transfer_set: Optional[TransferSet]) -> Optional[Dict[str, object]]:

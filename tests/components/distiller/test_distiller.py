@@ -276,8 +276,8 @@ def test_transfer_rows_alternate_with_labelled_rows_weighted_for_the_hard_term()
     ([{'x2': 0.5, 'colour': 'red'}], (), "lack feature 'x1', which the transform reads"),
     ([{'x1': 'high', 'x2': 0.5, 'colour': 'red'}], (),
      "feature 'x1' holds string values in the rows, but the transform reads it as float32"),
-    ([{'x1': 0.1, 'x2': 0.5, 'colour': 3}], (),
-     "feature 'colour' holds int64 values in the rows, but the transform reads it as string"),
+    ([{'x1': 0.1, 'x2': 0.5, 'colour': 3.5}], (),
+     "feature 'colour' holds float32 values in the rows, but the transform reads it as string"),
     ([], (), "split 'unlabelled' of the transfer_examples at .* holds no rows"),
     ([{'x1': 0.1, 'x2': 0.5, 'colour': 'red'}], ('logs',),
      r"transfer_splits: \['logs'\] are not splits"),
@@ -291,9 +291,10 @@ def test_transfer_rows_the_transform_can_not_take_are_refused_by_name_before_tra
   assert not any('parameters, ' in line for line in lines)  # No student trained.
 
 
-def test_whole_numbers_in_a_float_column_are_read_and_a_measured_split_is_named(
+def test_whole_numbers_in_a_float_or_text_column_are_read_and_a_measured_split_is_named(
     data, teacher, tmp_path):
-  rows = [{**row, 'x1': int(round(row['x1']))} for row in unlabelled_rows(200, 9)]
+  # A CSV column of whole numbers reads as integers, in a float or a text column alike.
+  rows = [{**row, 'x1': int(round(row['x1'])), 'colour': 7} for row in unlabelled_rows(200, 9)]
   pool = transfer_artifact(str(tmp_path / 'pool'), {'train': rows, 'test': rows[:50]})
   with helpers.ProgressLines() as lines:
     _, metrics = run_distiller(data, [teacher], str(tmp_path), transfer_examples=pool,
@@ -353,7 +354,19 @@ def test_outputs_are_model_model_run_and_metrics():
     ({'module_file': None, 'student_parameter_share': 1.5},
      r'student_parameter_share must be a number in \(0, 1\]'),
     ({'module_file': None, 'student_parameter_share': 0.1, 'student_hidden_units': [4]},
-     'not both'),
+     'not several'),
+    ({'module_file': None, 'student_parameter_shares': [0.1, 0.03]},
+     'student_parameter_shares must be increasing numbers in'),
+    ({'module_file': None, 'student_parameter_shares': [0.01, 1.5]},
+     'student_parameter_shares must be increasing numbers in'),
+    ({'module_file': None, 'student_parameter_shares': []},
+     'student_parameter_shares must be increasing numbers in'),
+    ({'student_parameter_shares': [0.01, 0.1]}, 'size the built-in student'),
+    ({'module_file': None, 'student_parameter_shares': [0.01], 'student_hidden_units': [4]},
+     'not several'),
+    ({'module_file': None, 'student_parameter_shares': [0.01], 'tune': True}, 'Choose one'),
+    ({'max_accuracy_drop': -0.1}, r'max_accuracy_drop must be a fraction in \[0, 1\]'),
+    ({'max_accuracy_drop': 5}, r'max_accuracy_drop must be a fraction in \[0, 1\]'),
     ({'transfer_splits': ['unlabelled']}, 'give transfer_examples too'),
     ({'transfer_examples': helpers.channel(standard_artifacts.Examples),
       'transfer_splits': 'unlabelled'}, 'transfer_splits must be a list of split names'),
@@ -389,6 +402,35 @@ def test_without_a_module_file_the_builtin_student_is_built_sized_and_recorded(
   assert metrics['student_accuracy'] > metrics['majority_accuracy'] + 0.1
   outputs = serve(model_uri, data[2][:10])
   assert outputs['logits'].shape == (10, 1)
+
+
+def test_the_size_search_keeps_the_smallest_student_within_the_budget(data, teacher, tmp_path):
+  # Any student is within a budget of 1.0: the smallest share is trained and kept alone.
+  _, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
+                             train_baseline=False, train_steps=8,
+                             student_parameter_shares=(0.005, 0.3), max_accuracy_drop=1.0)
+  search = metrics['size_search']
+  assert search['chosen_share'] == 0.005 and len(search['trials']) == 1
+  assert metrics['student_parameters'] == search['trials'][0]['parameters']
+  assert metrics['student_parameters'] <= 0.005 * metrics['teacher_parameters'][0]
+  assert 'the smallest within max_accuracy_drop 1' in search['reason']
+
+
+def test_the_size_search_hands_on_the_most_accurate_when_none_is_within_the_budget(
+    data, teacher, tmp_path):
+  # No student is within 0 of the teacher after 8 steps: every share is tried.
+  _, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
+                             train_baseline=False, train_steps=8,
+                             student_parameter_shares=(0.005, 0.3), max_accuracy_drop=0.0)
+  search = metrics['size_search']
+  trained = [trial for trial in search['trials'] if trial['trained']]
+  assert [trial['share'] for trial in trained] == [0.005, 0.3]
+  assert trained[0]['parameters'] < trained[1]['parameters']
+  best = max(trained, key=lambda trial: trial['eval_accuracy'])
+  assert search['chosen_share'] == best['share']
+  assert metrics['student_accuracy'] == best['eval_accuracy']
+  assert metrics['student']['hidden_units'] == best['hidden_units']
+  assert 'no share within max_accuracy_drop 0' in search['reason']
 
 
 def test_the_builtin_student_takes_a_share_of_the_teachers_parameters(data, teacher, tmp_path):
