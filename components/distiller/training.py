@@ -405,8 +405,11 @@ class Distillation:
           self.run.tf_transform_output, self.run.label_column)
       rows = self.transfer.check(self.run.train_dataset().element_spec[0])
       self.logger.info('transfer set: splits %s of %s (%d shards); its first %d rows fit the '
-                       'transform and the student', ', '.join(self.transfer.splits),
-                       self.transfer.examples_uri, len(self.transfer.files), rows)
+                       'transform and the student%s', ', '.join(self.transfer.splits),
+                       self.transfer.examples_uri, len(self.transfer.files), rows,
+                       f' ({self.transfer.incomplete_in_sample} of them lack a value the '
+                       'transform requires, and such rows are left out)'
+                       if self.transfer.incomplete_in_sample else '')
       measured = self.transfer.measured_splits()
       if measured:
         self.logger.warning(

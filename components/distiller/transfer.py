@@ -31,8 +31,9 @@ SPLIT_PREFIX = 'Split-'
 MEASURED_SPLITS = ('eval', 'test')
 # Raw rows read to check the set's features before training.
 SAMPLE_ROWS = 256
-# Raw rows held by the shuffle buffer while streaming.
+# Raw rows held by the shuffle buffer while streaming, and parsed at once.
 SHUFFLE_ROWS = 10_000
+PARSE_ROWS = 1024
 WHO = 'Distiller, transfer_examples'
 # tf.train.Example's value lists, and the dtype a parse of each gives.
 _KINDS = {'int64_list': tf.int64, 'float_list': tf.float32, 'bytes_list': tf.string}
@@ -79,6 +80,7 @@ class TransferSet:
     self.parse_spec = dict(self.raw_spec)
     self.layer = tf_transform_output.transform_features_layer()
     self.specs: Dict[str, shapes.InputSpec] = {}
+    self.incomplete_in_sample = 0
 
   def measured_splits(self) -> List[str]:
     """The set's splits named like those a pipeline chooses (eval) or reports (test) on."""
@@ -137,7 +139,15 @@ class TransferSet:
                        f'transform reads it as {wanted.name}.')
     self.specs = {name: dataclasses.replace(spec, shape=(None,) + tuple(spec.shape[1:]))
                   for name, spec in shapes.function_specs(labelled_features).items()}
-    transformed = self._transform(tf.constant(sample))
+    raw, keep = self._complete_rows(tf.constant(sample))
+    incomplete = len(sample) - int(tf.reduce_sum(tf.cast(keep, tf.int32)))
+    if incomplete == len(sample):
+      raise ValueError(
+          f'{WHO}: none of the first {len(sample)} rows holds every feature the transform '
+          f'requires ({", ".join(sorted(n for n, s in self.raw_spec.items() if _required(s)))}'
+          '); rows with an empty required cell are left out of the transfer set.')
+    self.incomplete_in_sample = incomplete
+    transformed = self.layer(raw)
     missing = sorted(set(self.specs) - set(transformed))
     if missing:
       raise ValueError(
@@ -147,12 +157,46 @@ class TransferSet:
     shapes.conform(transformed, self.specs, WHO)
     return len(sample)
 
-  def _transform(self, serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
-    parsed = tf.io.parse_example(serialized, self.parse_spec)
+  def _complete_rows(self, serialized: tf.Tensor) -> Tuple[Dict[str, tf.Tensor], tf.Tensor]:
+    """Parses raw rows, keeping those that hold every feature the raw schema requires.
+
+    A feature the schema gives a fixed length without a default (SchemaGen's inference
+    when every labelled row had it) is parsed as a list first: a row with another number
+    of values (an empty CSV cell) can not go through the transform, so it is left out
+    here rather than stop the training.
+
+    Returns:
+      The kept rows' raw features, cast to the raw schema's dtypes, and the kept mask.
+    """
+    lists = {name: (tf.io.VarLenFeature(spec.dtype) if _required(spec) else spec)
+             for name, spec in self.parse_spec.items()}
+    parsed = tf.io.parse_example(serialized, lists)
+    rows = tf.shape(serialized)[0]
+    keep = tf.ones([rows], tf.bool)
     for name, spec in self.parse_spec.items():
+      if _required(spec):
+        counts = tf.math.bincount(tf.cast(parsed[name].indices[:, 0], tf.int32), minlength=rows,
+                                  maxlength=rows)
+        keep = tf.logical_and(keep, tf.equal(counts, _elements(spec.shape)))
+    kept = {}
+    for name, spec in self.parse_spec.items():
+      value = parsed[name]
+      if _required(spec):
+        dense = tf.boolean_mask(tf.sparse.to_dense(value), keep)
+        size = _elements(spec.shape)
+        dense = tf.pad(dense, [[0, 0], [0, tf.maximum(0, size - tf.shape(dense)[1])]])[:, :size]
+        value = tf.reshape(dense, [-1] + list(spec.shape))
+      elif isinstance(value, tf.sparse.SparseTensor):
+        value = tf.ragged.boolean_mask(tf.RaggedTensor.from_sparse(value), keep).to_sparse()
+      else:
+        value = tf.boolean_mask(value, keep)
       if spec.dtype != self.raw_spec[name].dtype:
-        parsed[name] = _cast(parsed[name], self.raw_spec[name].dtype)
-    return self.layer(parsed)
+        value = _cast(value, self.raw_spec[name].dtype)
+      kept[name] = value
+    return kept, keep
+
+  def _transform(self, serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
+    return self.layer(self._complete_rows(serialized)[0])
 
   def dataset(self, batch_size: int, seed: Optional[int]) -> tf.data.Dataset:
     """Endless, shuffled batches of transformed transfer features, at the labelled shapes.
@@ -171,8 +215,11 @@ class TransferSet:
         cycle_length=min(8, len(self.files)), num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True)
     dataset = dataset.shuffle(SHUFFLE_ROWS, seed=seed).repeat()
-    dataset = dataset.batch(batch_size, drop_remainder=True)
-    return dataset.map(transform, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    # Parsed and transformed in blocks; rows left out leave blocks short, so the rows are
+    # cut into whole batches afterwards.
+    dataset = dataset.batch(PARSE_ROWS).map(transform, num_parallel_calls=tf.data.AUTOTUNE,
+                                            deterministic=True)
+    return dataset.unbatch().batch(batch_size, drop_remainder=True)
 
 
 def alternate(labelled: tf.data.Dataset, transfer: tf.data.Dataset) -> tf.data.Dataset:
@@ -204,6 +251,17 @@ def alternate(labelled: tf.data.Dataset, transfer: tf.data.Dataset) -> tf.data.D
   # Shard by batches: the two sources' files could not be shared out between workers alike.
   options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
   return combined.prefetch(tf.data.AUTOTUNE).with_options(options)
+
+
+def _required(spec) -> bool:
+  return isinstance(spec, tf.io.FixedLenFeature) and spec.default_value is None
+
+
+def _elements(shape) -> int:
+  count = 1
+  for size in shape:
+    count *= int(size)
+  return count
 
 
 def _with_dtype(spec, dtype):

@@ -291,16 +291,20 @@ def test_transfer_rows_the_transform_can_not_take_are_refused_by_name_before_tra
   assert not any('parameters, ' in line for line in lines)  # No student trained.
 
 
-def test_whole_numbers_in_a_float_or_text_column_are_read_and_a_measured_split_is_named(
+def test_whole_numbers_are_read_rows_with_an_empty_cell_left_out_and_a_measured_split_named(
     data, teacher, tmp_path):
   # A CSV column of whole numbers reads as integers, in a float or a text column alike.
   rows = [{**row, 'x1': int(round(row['x1'])), 'colour': 7} for row in unlabelled_rows(200, 9)]
+  # An empty cell where every labelled row had a value: such rows are left out, not fatal.
+  rows[::4] = [{key: value for key, value in row.items() if key != 'x2'} for row in rows[::4]]
   pool = transfer_artifact(str(tmp_path / 'pool'), {'train': rows, 'test': rows[:50]})
   with helpers.ProgressLines() as lines:
     _, metrics = run_distiller(data, [teacher], str(tmp_path), transfer_examples=pool,
                                train_steps=8, train_baseline=False)
   assert metrics['transfer_set']['splits'] == ['train', 'test']
   assert any('transfer set includes split(s) test' in line and 'no label leaks' in line
+             for line in lines)
+  assert any('(63 of them lack a value the transform requires' in line  # 50 + 13 rows
              for line in lines)
 
 
