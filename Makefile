@@ -23,8 +23,8 @@ test: $(INSTALLED)
 	$(PYTHON) -m pytest tests
 
 # Every benchmark, each writing docs/results/<name>.json, then docs/benchmarks.md from them.
-# Long (60 to 90 minutes on 2 cores); not part of `make test`. Run it on an idle machine.
-BENCHMARKS := ingestion distributed compression pipeline beam_modes scale pruning distillation
+# Long (about 100 to 130 minutes on 2 cores); not part of `make test`. Run it on an idle machine.
+BENCHMARKS := ingestion distributed compression pipeline beam_modes scale pruning distillation mnist1d
 bench: $(INSTALLED)
 	set -e; for name in $(BENCHMARKS); do $(PYTHON) -m benchmarks.$$name --save --json; done
 	$(PYTHON) -m benchmarks.results

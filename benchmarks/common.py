@@ -57,7 +57,7 @@ def transform_dataset(dataset_name: str, work_dir: str, num_shards: int = 8,
   folders of CSV files, which become those splits (a cross-validation fold).
 
   Args:
-    dataset_name: `taxi` or `digits`.
+    dataset_name: `taxi`, `digits` or `mnist1d`.
     work_dir: Folder for the pipeline root and ML Metadata; reused when present.
     num_shards: Transformed-example shards per split.
     data_root: A folder of pre-split CSV files, instead of the dataset's own data.
@@ -65,7 +65,8 @@ def transform_dataset(dataset_name: str, work_dir: str, num_shards: int = 8,
   Returns:
     (transformed examples URI, transform graph URI, raw examples URI).
   """
-  dataset = datasets.resolve(dataset_name, work_dir)
+  # Only the module files are read: mnist1d's pool is not drawn for that.
+  dataset = datasets.resolve(dataset_name, work_dir, pool_rows=0)
   metadata_path = os.path.join(work_dir, 'metadata.sqlite')
   if data_root:
     example_gen = tfx.components.CsvExampleGen(

@@ -1,16 +1,19 @@
-"""The three dataset choices (taxi, digits, csv) and the module files each uses.
+"""The dataset choices (taxi, digits, mnist1d, csv) and the module files each uses.
 
-Everything here is local: the taxi CSV ships inside the tfx wheel and the digits
-come with scikit-learn, so nothing is downloaded at run time.
+Everything here is local: the taxi CSV ships inside the tfx wheel, the digits
+come with scikit-learn and MNIST-1D is drawn by the `mnist1d` package's generator,
+so nothing is downloaded at run time.
 """
 
 import csv
 import dataclasses
 import os
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from tfx_distillery import trainer_modules
-DATASET_NAMES = ('taxi', 'digits', 'csv')
+DATASET_NAMES = ('taxi', 'digits', 'mnist1d', 'csv')
+# The unlabelled pool of `--dataset mnist1d` unless --pool-rows says otherwise.
+MNIST1D_POOL_ROWS = 50000
 
 # Curated schemas ship as package data in this folder (see write_schemas.py).
 SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'schemas')
@@ -32,6 +35,10 @@ class Dataset:
     student_module_file: Module file exposing `build_student` for the Distiller.
     schema_file: Curated schema the data must match; None infers one from the data.
     label_key: The transformed label its transform module emits.
+    input_splits: Splits that `data_root` holds as folders of their own (ExampleGen
+      reads them as they are); empty splits the rows by hash.
+    unlabelled_data_root: Folder of CSV files of rows without labels for the
+      Distiller's transfer set; None for none.
   """
   name: str
   data_root: str
@@ -41,6 +48,8 @@ class Dataset:
   student_module_file: str
   schema_file: Optional[str] = None
   label_key: str = TRANSFORMED_LABEL_KEY
+  input_splits: Tuple[str, ...] = ()
+  unlabelled_data_root: Optional[str] = None
 
 
 def module_file(module_name: str) -> str:
@@ -132,15 +141,17 @@ def resolve(name: str,
             work_dir: str,
             data: Optional[str] = None,
             label: Optional[str] = None,
-            schema: Optional[str] = None) -> Dataset:
+            schema: Optional[str] = None,
+            pool_rows: int = MNIST1D_POOL_ROWS) -> Dataset:
   """Builds the `Dataset` for a `--dataset` choice.
 
   Args:
-    name: `taxi`, `digits` or `csv`.
-    work_dir: Folder where generated data (digits) is written.
+    name: `taxi`, `digits`, `mnist1d` or `csv`.
+    work_dir: Folder where generated data (digits, mnist1d) is written.
     data: For `csv`, the folder of CSV files; `csv_preflight` checks what is in it.
     label: For `csv`, the label column.
     schema: For `csv`, an optional curated schema.pbtxt.
+    pool_rows: For `mnist1d`, rows of the unlabelled pool (0 for none).
 
   Returns:
     The resolved `Dataset`.
@@ -157,6 +168,16 @@ def resolve(name: str,
     return Dataset('digits', data_root, 'label', module_file('digits_transform'),
                    module_file('digits_teacher'), module_file('digits_student'),
                    schema_file('digits'))
+  if name == 'mnist1d':
+    from tfx_distillery.pipelines import mnist1d_data  # pylint: disable=g-import-not-at-top
+    folders = mnist1d_data.write_csv(os.path.join(work_dir, 'data', 'mnist1d'), pool_rows)
+    return Dataset('mnist1d', folders.labelled_root, mnist1d_data.LABEL_COLUMN,
+                   module_file('mnist1d_transform'), module_file('mnist1d_teacher'),
+                   module_file('mnist1d_student'),
+                   # Drawn by our own generator, so SchemaGen's inference is the schema.
+                   None,
+                   input_splits=tuple(mnist1d_data.SPLITS),
+                   unlabelled_data_root=folders.unlabelled_root)
   if name == 'csv':
     if not data or not label:
       raise ValueError('--dataset csv needs --data DIR (a folder of CSV files) and '

@@ -4,7 +4,8 @@
 takes the same flags):
 
   distillery compile --output FILE.yaml|FILE.json [--image IMAGE]
-      [--dataset taxi|digits|csv] [--data-root DIR] [--label COLUMN] [--unlabelled-root DIR]
+      [--dataset taxi|digits|mnist1d|csv] [--data-root DIR] [--label COLUMN]
+      [--unlabelled-root DIR]
       [--pipeline-root DIR] [--serving-dir DIR]
 
 `FILE.yaml` is a KFP v2 package (the PipelineSpec, with the pipeline root as its
@@ -131,6 +132,7 @@ def compile_pipeline(args: argparse.Namespace) -> str:
                                datasets.module_file('tabular_teacher'),
                                datasets.module_file('tabular_student'))
   else:
+    # Generated data (digits, mnist1d and its pool) is written beside the output.
     dataset = datasets.resolve(args.dataset, os.path.dirname(os.path.abspath(args.output)))
   output_path = os.path.abspath(args.output)
   os.makedirs(os.path.dirname(output_path), exist_ok=True)
@@ -151,7 +153,8 @@ def compile_pipeline(args: argparse.Namespace) -> str:
       train_steps=args.train_steps,
       num_workers=args.num_workers,
       schema_path=stage_schema(dataset.schema_file, args.pipeline_root),
-      unlabelled_data_root=args.unlabelled_root or None,
+      unlabelled_data_root=args.unlabelled_root or dataset.unlabelled_data_root,
+      input_splits=dataset.input_splits,
       random_seed=args.seed), write_out=False)
   write_package(pipeline_job, output_path)
   return output_path

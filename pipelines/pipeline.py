@@ -47,6 +47,7 @@ def create_components(data_root: str,
                       max_model_bytes: Optional[int] = None,
                       schema_path: Optional[str] = None,
                       unlabelled_data_root: Optional[str] = None,
+                      input_splits: Sequence[str] = (),
                       random_seed: Optional[int] = None) -> List[base_node.BaseNode]:
   """Builds the chain's components: teacher, student, pruned, quantized, gate, push.
 
@@ -87,6 +88,10 @@ def create_components(data_root: str,
       columns of `data_root` but the label. A second ExampleGen
       (`UnlabelledExampleGen`, one split `unlabelled`) reads them, and the Distiller
       learns the teacher's answers on them (`transfer_examples`). Needs a student.
+    input_splits: Split names that `data_root` holds as folders of their own, e.g.
+      ('train', 'eval', 'test') for a dataset with a published split. ExampleGen reads
+      `data_root/<split>/*` as that split, as TFX's `input_config` does. Empty (the
+      default) splits the rows by hash into train, eval and test.
     random_seed: The run's one seed, given to every component that draws random
       numbers (teacher, Distiller, Pruner, Quantizers), which then also turn on op
       determinism: the same seed and data on the same machine give the same
@@ -106,12 +111,20 @@ def create_components(data_root: str,
     raise ValueError(f'quantization_modes: {len(quantization_modes)} modes on '
                      f'{max(1, float_candidates)} model(s) make {float_candidates + quantized} '
                      f'gate candidates; the gate takes at most {gate_spec.MAX_CANDIDATES}.')
+  input_splits = tuple(input_splits)
+  if input_splits and sorted(input_splits) != sorted(name for name, _ in SPLIT_BUCKETS):
+    raise ValueError(f'input_splits must name the splits {", ".join(n for n, _ in SPLIT_BUCKETS)}'
+                     f' (each a folder of data_root), or be empty; got {list(input_splits)}.')
   # CsvExampleGen's node id, arguments and artifact; rows read and written in Arrow blocks.
-  example_gen = components.ArrowCsvExampleGen(
-      input_base=data_root,
-      output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
-          tfx.proto.SplitConfig.Split(name=name, hash_buckets=buckets)
-          for name, buckets in SPLIT_BUCKETS]))).with_id('CsvExampleGen')
+  if input_splits:
+    split_arguments = {'input_config': tfx.proto.Input(splits=[
+        tfx.proto.Input.Split(name=name, pattern=f'{name}/*') for name in input_splits])}
+  else:
+    split_arguments = {'output_config': tfx.proto.Output(split_config=tfx.proto.SplitConfig(
+        splits=[tfx.proto.SplitConfig.Split(name=name, hash_buckets=buckets)
+                for name, buckets in SPLIT_BUCKETS]))}
+  example_gen = components.ArrowCsvExampleGen(input_base=data_root,
+                                              **split_arguments).with_id('CsvExampleGen')
   statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
   if schema_path:
     schema_gen = tfx.components.ImportSchemaGen(schema_file=schema_path)

@@ -88,6 +88,7 @@ class Distiller(base_component.BaseComponent):
                student_parameter_share: Optional[float] = None,
                student_parameter_shares: Optional[Sequence[float]] = None,
                max_accuracy_drop: float = 0.01,
+               teacher_targets: str = 'soft',
                train_args: Optional[tfx.proto.TrainArgs] = None,
                eval_args: Optional[tfx.proto.EvalArgs] = None,
                custom_config: Optional[Dict[str, Any]] = None,
@@ -170,6 +171,9 @@ class Distiller(base_component.BaseComponent):
         (`size_search`). Each size costs a training; not with `tune`.
       max_accuracy_drop: The size search's budget below the teacher's eval accuracy,
         a fraction (0.01 is one point); give the gate's.
+      teacher_targets: `soft` (the default): the teacher's tempered distribution.
+        `hard`: its most likely class as a one-hot target, i.e. pseudo-labelling,
+        the usual semi-supervised baseline; use it at temperature 1 to compare.
       train_args: Steps of every training (student, baseline and each trial).
       eval_args: Steps of every evaluation.
       custom_config: `batch_size` (per replica), `epochs`, `learning_rate`, ...
@@ -247,6 +251,7 @@ class Distiller(base_component.BaseComponent):
                                   if isinstance(student_parameter_shares, (list, tuple))
                                   else student_parameter_shares),
         max_accuracy_drop=max_accuracy_drop,
+        teacher_targets=teacher_targets,
         transfer_splits=(tuple(transfer_splits) if not isinstance(transfer_splits, (str, bytes))
                          and transfer_splits is not None else transfer_splits))
     training.validate(settings, len(teachers))

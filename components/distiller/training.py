@@ -33,6 +33,9 @@ LEARNING_RATE_SCHEDULES = ('constant', 'cosine')
 # eval; `distilled`: the distilled one (the from-scratch one only when tuning, and only
 # when it wins beyond noise), as before `hand_on` existed.
 HAND_ON = ('better', 'distilled')
+# `soft`: the teacher's tempered distribution; `hard`: its most likely class, one-hot
+# (pseudo-labelling, the usual semi-supervised baseline).
+TEACHER_TARGETS = ('soft', 'hard')
 METRICS_FILE_NAME = 'metrics.json'
 StudentBuilder = Callable[[tft.TFTransformOutput, Optional[dict]], tf_keras.Model]
 
@@ -77,6 +80,9 @@ class DistillationSettings:
       these shares of the teacher's parameters, smallest first; the first within
       `max_accuracy_drop` of the teacher on eval is kept.
     max_accuracy_drop: The size search's budget below the teacher, a fraction.
+    teacher_targets: `soft` (the teacher's tempered distribution, Hinton's) or `hard`
+      (its most likely class as a one-hot target: pseudo-labelling, which throws the
+      rest of the distribution away; a baseline to compare against).
   """
   temperature: float = 2.0
   alpha: float = 0.5
@@ -101,6 +107,7 @@ class DistillationSettings:
   transfer_splits: Tuple[str, ...] = ()
   student_parameter_shares: Optional[Tuple[float, ...]] = None
   max_accuracy_drop: float = 0.01
+  teacher_targets: str = 'soft'
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -147,6 +154,9 @@ def validate(settings: DistillationSettings, num_teachers: int) -> None:
     if settings.multi_teacher_mode == 'many_on_many':
       raise ValueError("teacher_weights apply to multi_teacher_mode 'average' only; "
                        "'many_on_many' gives every student one teacher.")
+  if settings.teacher_targets not in TEACHER_TARGETS:
+    raise ValueError(f'teacher_targets must be one of {", ".join(TEACHER_TARGETS)}; got '
+                     f'{settings.teacher_targets!r}.')
   if settings.hand_on not in HAND_ON:
     raise ValueError(f'hand_on must be one of {", ".join(HAND_ON)}; got {settings.hand_on!r}.')
   if settings.tune:
@@ -208,7 +218,7 @@ class DistillationModel(tf_keras.Model):
   def __init__(self, student: tf_keras.Model, teachers: Sequence[teachers_lib.Teacher],
                temperature: float, alpha: float,
                teacher_weights: Optional[Sequence[float]] = None, mixup: float = 0.0,
-               noise: float = 0.0):
+               noise: float = 0.0, teacher_targets: str = 'soft'):
     super().__init__(name='distillation')
     self.student = student
     # Frozen, and kept out of Keras' tracking: only the student's weights train.
@@ -218,6 +228,7 @@ class DistillationModel(tf_keras.Model):
     self.teacher_weights = teacher_weights
     self.mixup = float(mixup)
     self.noise = float(noise)
+    self.hard_targets = teacher_targets == 'hard'
     self.loss_tracker = tf_keras.metrics.Mean(name='loss')
 
   def call(self, features, training=False):
@@ -244,6 +255,9 @@ class DistillationModel(tf_keras.Model):
           [teachers_lib.frozen_logits(teacher, teacher_inputs) for teacher in self._teachers],
           self.temperature,
           self.teacher_weights)
+      if self.hard_targets:
+        targets = tf.one_hot(tf.argmax(targets, axis=-1), tf.shape(targets)[-1],
+                             dtype=targets.dtype)
     loss = tf.reduce_mean(loss_lib.distillation_loss(y, y_pred, targets, self.temperature,
                                                      self.alpha, soft_logits, sample_weight))
     if self.student.losses:
@@ -510,7 +524,8 @@ class Distillation:
           student._name = f'{student.name}_{position}'  # pylint: disable=protected-access
         distillation = DistillationModel(student, group, temperature, alpha,
                                          self.settings.teacher_weights if len(groups) == 1
-                                         else None, self.settings.mixup, self.settings.noise)
+                                         else None, self.settings.mixup, self.settings.noise,
+                                         self.settings.teacher_targets)
         _, metrics = modeling.loss_and_metrics(self.run.units)
         distillation.compile(optimizer=self.run.optimizer(self.settings.learning_rate_schedule),
                              metrics=metrics,

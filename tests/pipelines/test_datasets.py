@@ -43,7 +43,7 @@ def test_csv_dataset_needs_data_and_label(tmp_path):
 
 
 def test_unknown_dataset_name_lists_the_choices(tmp_path):
-  with pytest.raises(ValueError, match='taxi, digits, csv'):
+  with pytest.raises(ValueError, match='taxi, digits, mnist1d, csv'):
     datasets.resolve('mnist', str(tmp_path))
 
 

@@ -69,3 +69,10 @@ def test_verbose_and_the_gate_budget_are_flags():
   assert args.verbose and args.max_accuracy_drop == 0.05
   with pytest.raises(SystemExit):
     local_runner.parse_args(['--dataset', 'taxi', '--max-accuracy-drop', '5'])
+
+
+def test_the_gates_budget_defaults_to_one_point_and_to_ten_for_mnist1d():
+  assert local_runner.parse_args(['--dataset', 'taxi']).max_accuracy_drop == 0.01
+  assert local_runner.parse_args(['--dataset', 'mnist1d']).max_accuracy_drop == 0.1
+  assert local_runner.parse_args(['--dataset', 'mnist1d', '--max-accuracy-drop',
+                                  '0.02']).max_accuracy_drop == 0.02

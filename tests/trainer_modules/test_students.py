@@ -27,3 +27,18 @@ def test_hyperparameter_falls_back_to_the_default():
   assert base.hyperparameter({'values': {'other': 1}}, 'hidden_units', 8) == 8
   assert base.hyperparameter({'hidden_units': 4, 'values': {'hidden_units': 9}},
                              'hidden_units', 8) == 4
+
+
+def test_mnist1d_students_are_a_cnn_under_two_percent_of_the_teacher_and_an_mlp():
+  from tfx_distillery.trainer_modules import mnist1d_student  # pylint: disable=g-import-not-at-top
+  from tfx_distillery.trainer_modules import mnist1d_teacher  # pylint: disable=g-import-not-at-top
+  ten = {'num_classes': 10}
+  teacher = mnist1d_teacher.build_teacher(_TenClasses(), ten)
+  cnn = mnist1d_student.build_student(_TenClasses(), ten)
+  mlp = mnist1d_student.build_student(_TenClasses(), {**ten, 'architecture': 'mlp'})
+  # conv 1->10 (k5), conv 10->10 (k3), a max over time, dense 10->10.
+  assert cnn.count_params() == (5 * 10 + 10) + (3 * 10 * 10 + 10) + (10 * 10 + 10)
+  assert cnn.count_params() <= 0.02 * teacher.count_params()
+  assert mlp.count_params() == 40 * 128 + 128 + 128 * 10 + 10
+  with pytest.raises(ValueError, match='architecture must be one of cnn, mlp'):
+    mnist1d_student.build_student(_TenClasses(), {**ten, 'architecture': 'rnn'})

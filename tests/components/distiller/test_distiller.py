@@ -346,6 +346,7 @@ def test_outputs_are_model_model_run_and_metrics():
     ({'noise': -0.1}, 'noise must be a finite number >= 0'),
     ({'noise': '0.3'}, 'noise must be a finite number >= 0'),
     ({'hand_on': 'student'}, 'hand_on must be one of better, distilled'),
+    ({'teacher_targets': 'argmax'}, 'teacher_targets must be one of soft, hard'),
     ({'learning_rate_schedule': 'linear'}, 'learning_rate_schedule must be one of constant, '
                                            'cosine'),
     ({'label_key': ''}, 'label_key must name the transformed label feature'),

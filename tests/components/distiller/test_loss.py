@@ -131,6 +131,30 @@ def test_no_gradient_reaches_the_teacher_and_its_weights_never_change():
              for before, after in zip(student_before, student.weights))
 
 
+def test_hard_teacher_targets_are_pseudo_labels_the_teachers_most_likely_class():
+  teacher_model = small_model('teacher')
+  teacher_model.trainable = False
+  student = small_model('student')
+  features = {'x': tf.random.stateless_normal([16, 4], seed=[3, 4])}
+  labels = tf.constant(np.arange(16) % 3)
+  teacher_logits = teacher_model(features['x']).numpy()
+  student_logits = student(features['x']).numpy()
+  losses = {}
+  for targets in ('soft', 'hard'):
+    distillation = training.DistillationModel(
+        student, [measuring.keras_scorer(teacher_model)], temperature=1.0, alpha=0.0,
+        teacher_targets=targets)
+    losses[targets] = float(distillation.compute_loss(features, labels,
+                                                      distillation(features)))
+  # alpha 0, T 1: the mean cross-entropy against the teacher's argmax, not its distribution.
+  pseudo_labels = teacher_logits.argmax(axis=-1)
+  expected_hard = -np.mean(np.log(softmax(student_logits))[np.arange(16), pseudo_labels])
+  expected_soft = np.mean(kl(softmax(teacher_logits), softmax(student_logits)))
+  assert losses['hard'] == pytest.approx(expected_hard, rel=1e-4)
+  assert losses['soft'] == pytest.approx(expected_soft, rel=1e-4)
+  assert losses['hard'] != pytest.approx(losses['soft'], rel=1e-2)
+
+
 def test_the_soft_term_reads_the_student_on_the_teachers_inputs_when_given():
   mixed_student = np.array([[0.0, 1.0, -1.0], [1.0, 1.0, 1.0]], np.float32)
   targets = loss_lib.soft_targets([TEACHER], 2.0)
