@@ -101,8 +101,7 @@ def labelled_more_rows(pools, extra_labelled) -> List[int]:
 
 def prepare(work_dir: str, pools, extra_labelled) -> dict:
   """Draws the data, writes its folders and runs ExampleGen and Transform on each once."""
-  largest = max(pools)
-  folders = mnist1d_data.write_csv(os.path.join(work_dir, 'data'), largest)
+  folders = mnist1d_data.write_csv(os.path.join(work_dir, 'data'))
   transformed = common.transform_dataset('mnist1d', os.path.join(work_dir, 'labelled'),
                                          data_root=folders.labelled_root)
   pool_uris = {}

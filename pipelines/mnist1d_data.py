@@ -107,7 +107,8 @@ def pool(rows: int, cache_dir: Optional[str] = None) -> Tuple[np.ndarray, np.nda
   signals, labels, remaining, seed = [], [], rows, POOL_FIRST_SEED
   while remaining > 0:
     size = min(POOL_CHUNK_ROWS, remaining)
-    chunk = draw(-(-size // NUM_CLASSES) * NUM_CLASSES, seed, cache_dir=cache_dir)
+    # Always the whole chunk, cut: so any smaller pool is the start of a larger one.
+    chunk = draw(POOL_CHUNK_ROWS, seed, cache_dir=cache_dir)
     signals.append(chunk['x'][:size])
     labels.append(chunk['y'][:size])
     remaining -= size

@@ -38,6 +38,8 @@ def test_the_notebook_is_committed_with_outputs_cleared():
 def test_every_cell_runs_and_every_component_executed(tmp_path, monkeypatch):
   monkeypatch.setenv('DISTILLERY_NOTEBOOK_ROOT', str(tmp_path))
   monkeypatch.setenv('DISTILLERY_NOTEBOOK_STEPS', '20')
+  monkeypatch.setenv('DISTILLERY_NOTEBOOK_POOL_ROWS', '500')
+  monkeypatch.setenv('DISTILLERY_CACHE', str(tmp_path / 'cache'))
   notebook = nbformat.read(NOTEBOOK, as_version=4)
   nbclient.NotebookClient(notebook, timeout=900, kernel_name='python3',
                           resources={'metadata': {'path': os.path.dirname(NOTEBOOK)}}).execute()
@@ -54,7 +56,15 @@ def test_every_cell_runs_and_every_component_executed(tmp_path, monkeypatch):
   assert shows(cell_outputs(notebook, "plot_curves(component['Distiller']"), 'image/png')
   table = ''.join(output.get('text', '') for output in cell_outputs(notebook, 'format_table'))
   assert 'test accuracy' in table and 'teacher' in table and 'pruned_full_integer' in table
-  assert shows(notebook.cells[-1].outputs, 'image/png')
+  assert shows(cell_outputs(notebook, 'report.png'), 'image/png')
+  # MNIST-1D's chain, as far as the Distiller, with its pool as the transfer set.
+  mnist1d = helpers.executions_by_node(str(tmp_path / 'mnist1d' / 'metadata.sqlite'))
+  assert {'UnlabelledExampleGen', 'Distiller'} <= set(mnist1d)
+  assert [execution.last_known_state for execution in mnist1d['Distiller']] == [
+      metadata_store_pb2.Execution.COMPLETE]
+  shown = ''.join(output.get('data', {}).get('text/plain', '')
+                  for output in cell_outputs(notebook, 'with_pool = read_metrics'))
+  assert "'transfer_set'" in shown and 'UnlabelledExampleGen' in shown
 
 
 def test_the_notebook_builds_its_components_with_create_components():
