@@ -26,7 +26,7 @@ test: $(INSTALLED)
 # Long (about 100 to 130 minutes on 2 cores); not part of `make test`. Run it on an idle machine.
 BENCHMARKS := ingestion distributed compression pipeline beam_modes scale pruning distillation mnist1d
 bench: $(INSTALLED)
-	set -e; for name in $(BENCHMARKS); do $(PYTHON) -m benchmarks.$$name --save --json; done
+	set -e; for name in $(BENCHMARKS); do $(PYTHON) -m benchmarks.recorded $$name --save --json; done
 	$(PYTHON) -m benchmarks.results
 
 clean:

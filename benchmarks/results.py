@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -96,8 +97,10 @@ def machine() -> Dict[str, Any]:
           'python': platform.python_version()}
 
 
-# Files whose change does not change a measurement.
-NOT_MEASURED = ('benchmarks/results.py',)
+# Files whose change does not change a measurement: this module, and the recording of what a
+# benchmark opened (it notes file names; it changes no figure).
+NOT_MEASURED = ('benchmarks/results.py', 'benchmarks/recorded.py',
+                'benchmarks/opened_files/sitecustomize.py')
 MEASURED_SUFFIXES = ('.py', '.pbtxt', '.toml', '.txt', '.json', '.sh')
 
 
@@ -134,6 +137,85 @@ def measured_code_digest(repository: str = REPOSITORY) -> str:
   return digest.hexdigest()
 
 
+# How `python -m benchmarks.recorded` tells a run's processes where to note what they open.
+OPENED_FILES_VARIABLE = 'DISTILLERY_BENCHMARK_OPENED_FILES'
+REPOSITORY_VARIABLE = 'DISTILLERY_BENCHMARK_REPOSITORY'
+OPENED_FILES_HOOK = os.path.join(REPOSITORY, 'benchmarks', 'opened_files')
+# Read by TensorFlow's own file system (schemas) or copied by TFX (module files), where no
+# Python open is seen: every result depends on these whether or not a process was seen to open them.
+ALWAYS_DEPENDED_PATHS = ('trainer_modules', 'pyproject.toml', 'requirements/lock.txt')
+
+
+def _measured_files(repository: str = REPOSITORY) -> List[str]:
+  """Every measured file, as a path from the repository root, sorted."""
+  relatives = []
+  for measured in MEASURED_PATHS:
+    root = os.path.join(repository, measured)
+    files = [root] if os.path.isfile(root) else [
+        os.path.join(folder, file_name) for folder, folders, file_names in os.walk(root)
+        for file_name in file_names]
+    relatives.extend(os.path.relpath(path, repository) for path in files)
+  return sorted(relative for relative in relatives if is_measured_file(relative))
+
+
+def _file_digest(path: str) -> str:
+  with open(path, 'rb') as handle:
+    return hashlib.sha256(handle.read()).hexdigest()
+
+
+def _source_of(relative: str) -> str:
+  """`x/__pycache__/y.cpython-310.pyc` -> `x/y.py`; any other path as it is."""
+  parts = relative.split(os.sep)
+  if len(parts) >= 2 and parts[-2] == '__pycache__' and parts[-1].endswith('.pyc'):
+    return os.sep.join(parts[:-2] + [parts[-1].split('.')[0] + '.py'])
+  return relative
+
+
+def depends_on(opened_files_dir: str, repository: str = REPOSITORY) -> Dict[str, str]:
+  """The measured files a recorded run depends on, each with its SHA-256.
+
+  Those any of its processes opened (a module's source or bytecode counts as its
+  source), and every file of `ALWAYS_DEPENDED_PATHS` and every measured file that is
+  not Python (schemas), since those are read where no Python open is seen.
+
+  Args:
+    opened_files_dir: The folder `benchmarks/opened_files/sitecustomize.py` wrote to.
+    repository: The repository root.
+
+  Returns:
+    {path from the repository root: SHA-256 of its content}.
+  """
+  opened = set()
+  for file_name in os.listdir(opened_files_dir):
+    with open(os.path.join(opened_files_dir, file_name)) as handle:
+      opened.update(_source_of(line.strip()) for line in handle if line.strip())
+  measured = _measured_files(repository)
+  always = tuple(path.rstrip('/') for path in ALWAYS_DEPENDED_PATHS)
+  chosen = [relative for relative in measured
+            if relative in opened or not relative.endswith('.py')
+            or relative in always or relative.startswith(tuple(f'{path}/' for path in always))]
+  return {relative: _file_digest(os.path.join(repository, relative)) for relative in chosen}
+
+
+def stale_files(record: Dict[str, Any], repository: str = REPOSITORY) -> List[str]:
+  """What changed since a result was measured; empty when it is still current.
+
+  A result with `depends_on` is stale when one of those files changed or is gone.
+  One without (saved outside `benchmarks.recorded`) is stale when any measured file
+  changed, since nothing says which it read.
+  """
+  if 'depends_on' not in record:
+    if record['measured_code_digest'] == measured_code_digest(repository):
+      return []
+    return [f'the measured code ({", ".join(MEASURED_PATHS)})']
+  changed = []
+  for relative, digest in sorted(record['depends_on'].items()):
+    path = os.path.join(repository, relative)
+    if not os.path.isfile(path) or _file_digest(path) != digest:
+      changed.append(relative)
+  return changed
+
+
 def provenance(name: str, argv: List[str]) -> Dict[str, Any]:
   """Where a result comes from: command, commit, clean tree or not, date, machine."""
   # The files the digest covers, and only those: a README edited during a run is no change.
@@ -155,6 +237,16 @@ def provenance(name: str, argv: List[str]) -> Dict[str, Any]:
 def save(name: str, argv: List[str], result: Dict[str, Any], seconds: float) -> str:
   """Writes docs/results/<name>.json (through a temporary file); returns its path."""
   record = {**provenance(name, argv), 'wall_seconds': round(seconds, 1), 'result': result}
+  opened_files_dir = os.environ.get(OPENED_FILES_VARIABLE)
+  if opened_files_dir and os.path.isdir(opened_files_dir):
+    dependencies = depends_on(opened_files_dir)
+    if f'benchmarks/{name}.py' in dependencies:
+      record['depends_on'] = dependencies
+    else:
+      # The hook did not see the benchmark's own module: trust none of it.
+      print(f'results: no record of benchmarks/{name}.py being opened; the result depends on '
+            'all the measured code', file=sys.stderr)
+    shutil.rmtree(opened_files_dir, ignore_errors=True)
   os.makedirs(RESULTS_DIR, exist_ok=True)
   path = os.path.join(RESULTS_DIR, f'{name}.json')
   with open(path + '.tmp', 'w') as handle:
@@ -223,8 +315,10 @@ def render(records: List[Dict[str, Any]]) -> str:
       '',
       'Every figure below is read from `docs/results/<name>.json`, which `make bench` (or '
       'the command shown) wrote on the commit and machine named with it. A test '
-      'renders this file again and fails when it differs, and another fails when the '
-      'measured code changed after the commit a result names. Accuracies are fractions '
+      'renders this file again and fails when it differs, and another fails when a file '
+      'a result depends on changed after the commit it names: the files its processes '
+      'opened, with the schemas and module files (run through `python -m benchmarks.recorded`'
+      ', as `make bench` does), else all the measured code. Accuracies are fractions '
       '(0.01 is one point) on the held-out `test` split unless a table says otherwise. '
       'Missed targets stay in the tables, marked **missed**. A figure measured over seeds '
       'is their mean, decided on the mean, with the standard deviation beside it; "within '
@@ -239,7 +333,9 @@ def render(records: List[Dict[str, Any]]) -> str:
         f"`{record['command']}` at commit `{record['commit'][:7]}`"
         + ('' if record['measured_code_committed'] else ' **with uncommitted changes**')
         + f", {record['date']}, {machine_info['cpu_count']} × {machine_info['cpu_model']} "
-        f"({machine_info['system']}), {_cell(record['wall_seconds'])} s.",
+        f"({machine_info['system']}), {_cell(record['wall_seconds'])} s"
+        + (f"; depends on {len(record['depends_on'])} files." if 'depends_on' in record
+           else '; depends on all the measured code.'),
         '',
     ]
     if result.get('summary'):

@@ -1,6 +1,10 @@
 """docs/benchmarks.md is generated from docs/results/, and the results match the code."""
 
+import hashlib
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -36,12 +40,61 @@ def test_missed_targets_are_shown_as_missed():
 
 
 def test_no_result_is_stale():
-  """The measured code is byte for byte what each result was measured on."""
-  digest = results.measured_code_digest()
+  """Every file a result depends on is byte for byte what it was measured on."""
   for record in results.load_all():
-    assert record['measured_code_digest'] == digest, (
-        f"{record['benchmark']} was measured at {record['commit'][:7]}, and the measured code "
-        f'({", ".join(results.MEASURED_PATHS)}) has changed since: re-run it (make bench)')
+    changed = results.stale_files(record)
+    assert not changed, (
+        f"{record['benchmark']} was measured at {record['commit'][:7]}, and since then "
+        f"{', '.join(changed[:5])} changed: re-run it (python -m benchmarks.recorded "
+        f"{record['benchmark']} --save --json)")
+
+
+def _recorded_run(tmp_path, code):
+  """Runs `code` in a Python process set up as `benchmarks.recorded` sets up a benchmark."""
+  opened = tmp_path / 'opened'
+  opened.mkdir()
+  environment = dict(os.environ, PYTHONPATH=results.OPENED_FILES_HOOK,
+                     **{results.OPENED_FILES_VARIABLE: str(opened),
+                        results.REPOSITORY_VARIABLE: results.REPOSITORY})
+  subprocess.run([sys.executable, '-c', code], env=environment, check=True, timeout=120,
+                 cwd=str(tmp_path))
+  return str(opened)
+
+
+def test_a_recorded_run_depends_on_what_its_processes_opened_and_on_schemas(tmp_path):
+  # The parent imports one module; a child it starts imports another (as TFX's and Beam's
+  # worker processes do); neither imports the Distiller.
+  opened = _recorded_run(tmp_path, (
+      'import subprocess, sys\n'
+      'import tfx_distillery.components.common.seeding\n'
+      'subprocess.run([sys.executable, "-c", '
+      '"import tfx_distillery.components.common.shapes"], check=True, timeout=60)\n'))
+  dependencies = results.depends_on(opened)
+  assert 'components/common/seeding.py' in dependencies
+  assert 'components/common/shapes.py' in dependencies
+  assert 'components/distiller/executor.py' not in dependencies
+  # Read by TensorFlow or copied by TFX where no Python open is seen: always depended on.
+  assert 'pipelines/schemas/taxi.pbtxt' in dependencies
+  assert 'trainer_modules/taxi_teacher.py' in dependencies
+  assert 'requirements/lock.txt' in dependencies
+  with open(os.path.join(results.REPOSITORY, 'components/common/shapes.py'), 'rb') as handle:
+    assert dependencies['components/common/shapes.py'] == hashlib.sha256(
+        handle.read()).hexdigest()
+
+
+def test_a_result_is_stale_when_a_file_it_depends_on_changes(tmp_path):
+  record = {'measured_code_digest': 'x',
+            'depends_on': {'components/common/shapes.py': '0' * 64,
+                           'pipelines/schemas/taxi.pbtxt': results._file_digest(
+                               os.path.join(results.REPOSITORY, 'pipelines/schemas/taxi.pbtxt')),
+                           'components/gone.py': '0' * 64}}
+  assert results.stale_files(record) == ['components/common/shapes.py', 'components/gone.py']
+  del record['depends_on']['components/common/shapes.py'], record['depends_on'][
+      'components/gone.py']
+  assert results.stale_files(record) == []
+  # Without a record of what it read, any change to the measured code makes it stale.
+  assert results.stale_files({'measured_code_digest': 'x'}) != []
+  assert results.stale_files({'measured_code_digest': results.measured_code_digest()}) == []
 
 
 def test_a_figure_over_seeds_is_decided_on_its_mean_and_says_when_within_noise():
