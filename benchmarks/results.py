@@ -141,9 +141,9 @@ def measured_code_digest(repository: str = REPOSITORY) -> str:
 OPENED_FILES_VARIABLE = 'DISTILLERY_BENCHMARK_OPENED_FILES'
 REPOSITORY_VARIABLE = 'DISTILLERY_BENCHMARK_REPOSITORY'
 OPENED_FILES_HOOK = os.path.join(REPOSITORY, 'benchmarks', 'opened_files')
-# Read by TensorFlow's own file system (schemas) or copied by TFX (module files), where no
-# Python open is seen: every result depends on these whether or not a process was seen to open them.
-ALWAYS_DEPENDED_PATHS = ('trainer_modules', 'pyproject.toml', 'requirements/lock.txt')
+# The environment: every result depends on these. Schemas and other files that are not Python
+# are read by TensorFlow's own file system, where no Python open is seen, so they count too.
+ALWAYS_DEPENDED_PATHS = ('pyproject.toml', 'requirements/lock.txt')
 
 
 def _measured_files(repository: str = REPOSITORY) -> List[str]:
@@ -175,8 +175,9 @@ def depends_on(opened_files_dir: str, repository: str = REPOSITORY) -> Dict[str,
   """The measured files a recorded run depends on, each with its SHA-256.
 
   Those any of its processes opened (a module's source or bytecode counts as its
-  source), and every file of `ALWAYS_DEPENDED_PATHS` and every measured file that is
-  not Python (schemas), since those are read where no Python open is seen.
+  source; TFX opens a module file in Python to hash, copy and import it), every file
+  of `ALWAYS_DEPENDED_PATHS`, and every measured file that is not Python (schemas),
+  since TensorFlow reads those where no Python open is seen.
 
   Args:
     opened_files_dir: The folder `benchmarks/opened_files/sitecustomize.py` wrote to.
@@ -190,10 +191,9 @@ def depends_on(opened_files_dir: str, repository: str = REPOSITORY) -> Dict[str,
     with open(os.path.join(opened_files_dir, file_name)) as handle:
       opened.update(_source_of(line.strip()) for line in handle if line.strip())
   measured = _measured_files(repository)
-  always = tuple(path.rstrip('/') for path in ALWAYS_DEPENDED_PATHS)
   chosen = [relative for relative in measured
             if relative in opened or not relative.endswith('.py')
-            or relative in always or relative.startswith(tuple(f'{path}/' for path in always))]
+            or relative in ALWAYS_DEPENDED_PATHS]
   return {relative: _file_digest(os.path.join(repository, relative)) for relative in chosen}
 
 
@@ -317,7 +317,7 @@ def render(records: List[Dict[str, Any]]) -> str:
       'the command shown) wrote on the commit and machine named with it. A test '
       'renders this file again and fails when it differs, and another fails when a file '
       'a result depends on changed after the commit it names: the files its processes '
-      'opened, with the schemas and module files (run through `python -m benchmarks.recorded`'
+      'opened, with the schemas and the lock file (run through `python -m benchmarks.recorded`'
       ', as `make bench` does), else all the measured code. Accuracies are fractions '
       '(0.01 is one point) on the held-out `test` split unless a table says otherwise. '
       'Missed targets stay in the tables, marked **missed**. A figure measured over seeds '
