@@ -34,7 +34,8 @@ LEFT_OUT = {'pruned', 'pruned_full_integer'}
 E2E_SEED = 0
 
 
-def run_pipeline(tmp_path, data_root, random_seed=E2E_SEED, **gate):
+def run_pipeline(tmp_path, data_root, random_seed=E2E_SEED, prune=True,
+                 quantization_modes=('full_integer',), **gate):
   metadata_path = str(tmp_path / 'metadata.sqlite')
   taxi = datasets.resolve('taxi', str(tmp_path))
   tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
@@ -57,6 +58,8 @@ def run_pipeline(tmp_path, data_root, random_seed=E2E_SEED, **gate):
       student_config={'epochs': 2, 'learning_rate': 0.01},
       student_train_steps=600,
       distillation={'train_baseline': False},
+      prune=prune,
+      quantization_modes=quantization_modes,
       pruning_steps=20,
       pruning={'sparsities': (0.5, 0.8)},
       # A few hundred steps learn little: this run checks the wiring, so any accuracy clearly
