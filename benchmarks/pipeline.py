@@ -58,6 +58,15 @@ ACCURACY_SEEDS = (DETERMINISM_SEED, 38, 39)
 ACCURACY_BASELINE_COMMIT = '20d3314'
 
 
+def output_tail(text: bytes, work_dir: str, lines: int = 25) -> list:
+  """The last lines of a run's output, the work dir written as `$WORK_DIR`.
+
+  What a result records must not hold this machine's paths.
+  """
+  return [line.replace(os.path.abspath(work_dir), '$WORK_DIR')
+          for line in text.decode(errors='replace').splitlines()[-lines:]]
+
+
 def run_demo(work_dir: str) -> dict:
   """`make demo`'s command, `distillery run --dataset taxi`, in a fresh process and home.
 
@@ -68,9 +77,9 @@ def run_demo(work_dir: str) -> dict:
   start = time.monotonic()
   completed = subprocess.run([command, 'run', '--dataset', 'taxi'], capture_output=True,
                              env={**os.environ, 'DISTILLERY_HOME': os.path.join(work_dir, 'demo')})
-  output = (completed.stdout + completed.stderr).decode(errors='replace').splitlines()
   return {'seconds': time.monotonic() - start, 'exit_status': completed.returncode,
-          'output_tail': output[-25:] if completed.returncode else []}
+          'output_tail': (output_tail(completed.stdout + completed.stderr, work_dir)
+                          if completed.returncode else [])}
 
 
 def import_seconds() -> float:
@@ -94,7 +103,7 @@ def baseline_run(work_dir: str) -> dict:
         stderr=subprocess.PIPE)
   if completed.returncode:
     return {'exit_status': completed.returncode,
-            'output_tail': completed.stderr.decode(errors='replace').splitlines()[-25:]}
+            'output_tail': output_tail(completed.stderr, work_dir)}
   return json.loads(completed.stdout.decode().strip().splitlines()[-1])
 
 

@@ -127,10 +127,7 @@ def compile_pipeline(args: argparse.Namespace) -> str:
   from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
   from tfx_distillery.pipelines import pipeline  # pylint: disable=g-import-not-at-top
   if args.dataset == 'csv':
-    dataset = datasets.Dataset('csv', args.data_root, args.label,
-                               datasets.module_file('tabular_transform'),
-                               datasets.module_file('tabular_teacher'),
-                               datasets.module_file('tabular_student'))
+    dataset = datasets.csv_dataset(args.data_root, args.label)
   else:
     # Generated data (digits, mnist1d and its pool) is written beside the output.
     dataset = datasets.resolve(args.dataset, os.path.dirname(os.path.abspath(args.output)))
@@ -147,6 +144,7 @@ def compile_pipeline(args: argparse.Namespace) -> str:
       transform_module_file=dataset.transform_module_file,
       teacher_module_file=dataset.teacher_module_file,
       student_module_file=dataset.student_module_file,
+      student_parameter_shares=dataset.student_parameter_shares,
       label_column=dataset.label_column,
       label_key=dataset.label_key,
       serving_model_dir=args.serving_dir,

@@ -29,7 +29,7 @@ import os
 import sys
 import time
 import traceback
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 # TensorFlow's C++ INFO/WARNING lines drown the progress lines; errors still show.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -191,6 +191,9 @@ def _console_shows_everything(log_path: str) -> Iterator[ComponentProgressHandle
       handler.close()
 
 
+DEFAULT_SHARES_TEXT = ','.join(f'{share:g}' for share in datasets.DEFAULT_STUDENT_PARAMETER_SHARES)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   """Adds the local run's flags to `parser` (this module's and `distillery run`'s)."""
   parser.add_argument('--dataset', required=True, choices=datasets.DATASET_NAMES)
@@ -202,6 +205,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument('--pool-rows', type=int, help='mnist1d only: rows of the unlabelled '
                       f'pool the student learns the teacher on (default '
                       f'{datasets.MNIST1D_POOL_ROWS:,}; 0 for none)')
+  parser.add_argument('--student-shares', type=parse_shares, help='csv only: the built-in '
+                      'student\'s sizes the Distiller tries, as shares of the teacher\'s '
+                      'parameters, comma-separated and increasing; it hands on the smallest '
+                      'within --max-accuracy-drop of the teacher on eval (default '
+                      f'{DEFAULT_SHARES_TEXT})')
   parser.add_argument('--schema', help='csv only: schema.pbtxt the data must match (taxi '
                       'and digits use the curated ones shipped in the package)')
   parser.add_argument('--pipeline-root', help='outputs and ML Metadata (default '
@@ -223,6 +231,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument('--verbose', action='store_true',
                       help='show every TFX, Beam and TensorFlow line on the console too '
                       '(they always go to PIPELINE_ROOT/pipeline.log)')
+
+
+def parse_shares(text: str) -> Tuple[float, ...]:
+  """`--student-shares`: increasing fractions in (0, 1], e.g. `0.01,0.03,0.1`."""
+  try:
+    shares = tuple(float(part) for part in text.split(','))
+  except ValueError:
+    shares = ()
+  if not shares or any(not 0 < share <= 1 for share in shares) or list(shares) != sorted(
+      set(shares)):
+    raise argparse.ArgumentTypeError(
+        f'expected increasing fractions in (0, 1] separated by commas, e.g. 0.01,0.03,0.1; '
+        f'got {text!r}')
+  return shares
 
 
 def add_seed_argument(parser: argparse.ArgumentParser) -> None:
@@ -250,8 +272,10 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
   if args.num_workers < 1:
     parser.error(f'--num-workers must be >= 1; got {args.num_workers}')
   if args.dataset != 'csv' and (args.data or args.label or args.schema or
-                                getattr(args, 'unlabelled', None)):
-    parser.error('--data, --label, --schema and --unlabelled are for --dataset csv only')
+                                getattr(args, 'unlabelled', None) or
+                                getattr(args, 'student_shares', None)):
+    parser.error('--data, --label, --schema, --unlabelled and --student-shares are for '
+                 '--dataset csv only')
   if getattr(args, 'pool_rows', None) is not None:
     if args.dataset != 'mnist1d':
       parser.error('--pool-rows is for --dataset mnist1d only')
@@ -504,6 +528,8 @@ def execute(args: argparse.Namespace) -> RunResult:
         transform_module_file=dataset.transform_module_file,
         teacher_module_file=dataset.teacher_module_file,
         student_module_file=dataset.student_module_file,
+        student_parameter_shares=(getattr(args, 'student_shares', None)
+                                  or dataset.student_parameter_shares),
         label_column=dataset.label_column,
         label_key=dataset.label_key,
         serving_model_dir=serving_dir,

@@ -36,6 +36,7 @@ def create_components(data_root: str,
                       strategy: str = 'multi_worker_mirrored',
                       num_workers: int = 1,
                       student_module_file: Optional[str] = None,
+                      student_parameter_shares: Sequence[float] = (),
                       student_train_steps: Optional[int] = None,
                       student_config: Optional[Dict[str, Any]] = None,
                       distillation: Optional[Dict[str, Any]] = None,
@@ -66,8 +67,12 @@ def create_components(data_root: str,
     num_shards: Transformed-example shards per split.
     strategy: tf.distribute strategy of the teacher's DistributedTrainer.
     num_workers: Training workers of the teacher's DistributedTrainer (and Distiller).
-    student_module_file: Module file with `build_student`; None leaves the
-      Distiller out and pushes the teacher.
+    student_module_file: Module file with `build_student`; None (and no
+      `student_parameter_shares`) leaves the Distiller out and pushes the teacher.
+    student_parameter_shares: Instead of a module file, let the Distiller size its
+      built-in student: it distils one at each share of the teacher's parameters
+      (increasing, e.g. (0.01, 0.03, 0.1, 0.3)), smallest first, and hands on the
+      first within `max_accuracy_drop` of the teacher on eval.
     student_train_steps: Steps of each student training (train_steps when None).
     student_config: Extra settings for the student's training (epochs, batch_size...).
     distillation: Distiller arguments such as `temperature`, `alpha`, `tune`.
@@ -102,10 +107,16 @@ def create_components(data_root: str,
     `Quantizer_<source>_<mode>`).
   """
   seeding.validate(random_seed)
-  if unlabelled_data_root is not None and not student_module_file:
+  student_parameter_shares = tuple(student_parameter_shares or ())
+  if student_module_file and student_parameter_shares:
+    raise ValueError('student_module_file builds your own student and '
+                     'student_parameter_shares sizes the built-in one; give one of them.')
+  distil = bool(student_module_file or student_parameter_shares)
+  if unlabelled_data_root is not None and not distil:
     raise ValueError('unlabelled_data_root feeds the Distiller, and this pipeline has none; '
-                     'give student_module_file too, or leave unlabelled_data_root out.')
-  float_candidates = (1 if student_module_file else 0) + (1 if prune else 0)
+                     'give student_module_file (or student_parameter_shares) too, or leave '
+                     'unlabelled_data_root out.')
+  float_candidates = (1 if distil else 0) + (1 if prune else 0)
   quantized = max(1, float_candidates) * len(quantization_modes)
   if float_candidates + quantized > gate_spec.MAX_CANDIDATES:
     raise ValueError(f'quantization_modes: {len(quantization_modes)} modes on '
@@ -169,7 +180,10 @@ def create_components(data_root: str,
     transfer = {'transfer_examples': unlabelled_gen.outputs['examples']}
   labelled = {'label_key': label_key, 'label_column': label_column}
   candidate = trainer.outputs['model']
-  if student_module_file:
+  if distil:
+    # The size search's budget is the gate's, so the student it keeps can pass the gate.
+    sizing = ({'student_parameter_shares': student_parameter_shares,
+               'max_accuracy_drop': max_accuracy_drop} if student_parameter_shares else {})
     distiller = components.Distiller(
         examples=transform.outputs['transformed_examples'],
         transform_graph=transform.outputs['transform_graph'],
@@ -185,10 +199,11 @@ def create_components(data_root: str,
         random_seed=random_seed,
         **labelled,
         **transfer,
+        **sizing,
         **(distillation or {}))
     stages.append(distiller)
     candidate = distiller.outputs['model']
-  candidates = {'student': candidate} if student_module_file else {}
+  candidates = {'student': candidate} if distil else {}
   if prune:
     pruning = dict(pruning or {})
     if 'target_sparsity' not in pruning or 'max_accuracy_drop' in pruning:

@@ -134,3 +134,20 @@ def test_only_files_the_digest_covers_count_as_measured_code():
   assert not results.is_measured_file('components/csv_example_gen/README.md')
   assert not results.is_measured_file('benchmarks/results.py')
   assert not results.is_measured_file('components/pruner/__pycache__/executor.cpython-310.pyc')
+
+
+def test_no_result_records_a_path_of_the_machine_it_ran_on():
+  """A result is read on other machines: its recorded output names the work dir, not /tmp."""
+  home = os.path.expanduser('~')
+  for record in results.load_all():
+    text = json.dumps(record['result'])
+    for path in ('/tmp/', home + '/', results.REPOSITORY + '/'):
+      assert path not in text, f"{record['benchmark']} records {path}"
+
+
+def test_a_recorded_output_tail_writes_the_work_dir_as_a_variable(tmp_path):
+  from benchmarks import pipeline  # pylint: disable=import-outside-toplevel
+  output = f'gate: nothing passed\nreport: {tmp_path}/demo/runs/taxi/report.html\n'.encode()
+  assert pipeline.output_tail(output, str(tmp_path)) == [
+      'gate: nothing passed', 'report: $WORK_DIR/demo/runs/taxi/report.html']
+  assert pipeline.output_tail(b'a\nb\nc\n', str(tmp_path), lines=2) == ['b', 'c']

@@ -16,9 +16,9 @@ def test_defaults_for_taxi():
     (['--dataset', 'taxi', '--num-workers', '0'], '--num-workers must be >= 1'),
     (['--dataset', 'taxi', '--student-train-steps', '0'], '--student-train-steps must be >= 1'),
     (['--dataset', 'taxi', '--label', 'tips'],
-     '--data, --label, --schema and --unlabelled are for --dataset csv'),
+     '--data, --label, --schema, --unlabelled and --student-shares are for'),
     (['--dataset', 'taxi', '--unlabelled', 'logs'],
-     '--data, --label, --schema and --unlabelled are for --dataset csv'),
+     '--data, --label, --schema, --unlabelled and --student-shares are for'),
 ])
 def test_bad_arguments_exit_with_a_message(argv, message, capsys):
   with pytest.raises(SystemExit) as exit_info:
