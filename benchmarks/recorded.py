@@ -29,6 +29,7 @@ def main() -> None:
   # `results.save` reads this folder and removes it.
   environment[results.OPENED_FILES_VARIABLE] = tempfile.mkdtemp(prefix=f'opened-files-{name}-')
   environment[results.REPOSITORY_VARIABLE] = results.REPOSITORY
+  environment[results.MEASURED_PATHS_VARIABLE] = os.pathsep.join(results.MEASURED_PATHS)
   environment['PYTHONPATH'] = os.pathsep.join(
       [results.OPENED_FILES_HOOK] + [part for part in
                                      [environment.get('PYTHONPATH', '')] if part])

@@ -140,6 +140,7 @@ def measured_code_digest(repository: str = REPOSITORY) -> str:
 # How `python -m benchmarks.recorded` tells a run's processes where to note what they open.
 OPENED_FILES_VARIABLE = 'DISTILLERY_BENCHMARK_OPENED_FILES'
 REPOSITORY_VARIABLE = 'DISTILLERY_BENCHMARK_REPOSITORY'
+MEASURED_PATHS_VARIABLE = 'DISTILLERY_BENCHMARK_MEASURED_PATHS'
 OPENED_FILES_HOOK = os.path.join(REPOSITORY, 'benchmarks', 'opened_files')
 # The environment: every result depends on these. Schemas and other files that are not Python
 # are read by TensorFlow's own file system, where no Python open is seen, so they count too.

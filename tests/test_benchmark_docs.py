@@ -55,7 +55,8 @@ def _recorded_run(tmp_path, code):
   opened.mkdir()
   environment = dict(os.environ, PYTHONPATH=results.OPENED_FILES_HOOK,
                      **{results.OPENED_FILES_VARIABLE: str(opened),
-                        results.REPOSITORY_VARIABLE: results.REPOSITORY})
+                        results.REPOSITORY_VARIABLE: results.REPOSITORY,
+                        results.MEASURED_PATHS_VARIABLE: os.pathsep.join(results.MEASURED_PATHS)})
   subprocess.run([sys.executable, '-c', code], env=environment, check=True, timeout=120,
                  cwd=str(tmp_path))
   return str(opened)
@@ -73,6 +74,9 @@ def test_a_recorded_run_depends_on_what_its_processes_opened_and_on_schemas(tmp_
   assert 'components/common/seeding.py' in dependencies
   assert 'components/common/shapes.py' in dependencies
   assert 'components/distiller/executor.py' not in dependencies
+  # Only the measured folders are noted, not the libraries of a virtual environment inside it.
+  with open(os.path.join(opened, os.listdir(opened)[0])) as handle:
+    assert all(line.split('/')[0] in results.MEASURED_PATHS for line in handle)
   # Read by TensorFlow where no Python open is seen, or the environment: always depended on.
   assert 'pipelines/schemas/taxi.pbtxt' in dependencies
   assert 'trainer_modules/taxi_teacher.py' not in dependencies

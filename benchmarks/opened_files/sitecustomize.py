@@ -16,10 +16,14 @@ import sys
 
 _DIRECTORY = os.environ.get('DISTILLERY_BENCHMARK_OPENED_FILES')
 _REPOSITORY = os.environ.get('DISTILLERY_BENCHMARK_REPOSITORY')
+# The measured folders and files (`benchmarks.results.MEASURED_PATHS`): a virtual environment
+# or a work folder inside the repository is not noted.
+_MEASURED = os.environ.get('DISTILLERY_BENCHMARK_MEASURED_PATHS', '')
 
 
 def _install() -> None:
   repository = os.path.realpath(_REPOSITORY) + os.sep
+  measured = tuple(repository + path for path in _MEASURED.split(os.pathsep) if path)
   seen = set()
 
   def on_audit_event(event, arguments):
@@ -31,7 +35,7 @@ def _install() -> None:
       return
     seen.add(path)
     full_path = os.path.realpath(path)
-    if not full_path.startswith(repository):
+    if not full_path.startswith(measured):
       return
     # A forked child keeps this hook: write to the file of the process that opens.
     with open(f'{_DIRECTORY}/{os.getpid()}.txt', 'a') as record:
