@@ -138,3 +138,10 @@ def test_only_files_the_digest_covers_count_as_measured_code():
   assert not results.is_measured_file('components/csv_example_gen/README.md')
   assert not results.is_measured_file('benchmarks/results.py')
   assert not results.is_measured_file('components/pruner/__pycache__/executor.cpython-310.pyc')
+
+
+def test_recorded_refuses_a_benchmark_that_does_not_exist():
+  finished = subprocess.run([sys.executable, '-m', 'benchmarks.recorded', 'pipelines', '--save'],
+                            cwd=results.REPOSITORY, capture_output=True, text=True, timeout=60)
+  assert finished.returncode != 0
+  assert "unknown benchmark 'pipelines'" in finished.stderr and 'pipeline,' in finished.stderr
