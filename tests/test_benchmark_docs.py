@@ -155,3 +155,10 @@ def test_a_recorded_output_tail_writes_the_work_dir_as_a_variable(tmp_path):
   assert pipeline.output_tail(output, str(tmp_path)) == [
       'gate: nothing passed', 'report: $WORK_DIR/demo/runs/taxi/report.html']
   assert pipeline.output_tail(b'a\nb\nc\n', str(tmp_path), lines=2) == ['b', 'c']
+
+
+def test_recorded_refuses_a_benchmark_that_does_not_exist():
+  finished = subprocess.run([sys.executable, '-m', 'benchmarks.recorded', 'pipelines', '--save'],
+                            cwd=results.REPOSITORY, capture_output=True, text=True, timeout=60)
+  assert finished.returncode != 0
+  assert "unknown benchmark 'pipelines'" in finished.stderr and 'pipeline,' in finished.stderr
