@@ -237,16 +237,22 @@ def provenance(name: str, argv: List[str]) -> Dict[str, Any]:
 
 def save(name: str, argv: List[str], result: Dict[str, Any], seconds: float) -> str:
   """Writes docs/results/<name>.json (through a temporary file); returns its path."""
-  record = {**provenance(name, argv), 'wall_seconds': round(seconds, 1), 'result': result}
+  # What the run opened is read before the provenance: its code digest opens every measured
+  # file in this process, and the hook would note them all as read by the benchmark.
+  dependencies = None
   opened_files_dir = os.environ.get(OPENED_FILES_VARIABLE)
   if opened_files_dir and os.path.isdir(opened_files_dir):
     dependencies = depends_on(opened_files_dir)
-    if f'benchmarks/{name}.py' in dependencies:
-      record['depends_on'] = dependencies
-    else:
+    if f'benchmarks/{name}.py' not in dependencies:
       # The hook did not see the benchmark's own module: trust none of it.
       print(f'results: no record of benchmarks/{name}.py being opened; the result depends on '
             'all the measured code', file=sys.stderr)
+      dependencies = None
+  record = {**provenance(name, argv), 'wall_seconds': round(seconds, 1), 'result': result}
+  if dependencies is not None:
+    record['depends_on'] = dependencies
+  if opened_files_dir:
+    # Last: the hook of this process still writes there while the provenance is read.
     shutil.rmtree(opened_files_dir, ignore_errors=True)
   os.makedirs(RESULTS_DIR, exist_ok=True)
   path = os.path.join(RESULTS_DIR, f'{name}.json')

@@ -86,6 +86,24 @@ def test_a_recorded_run_depends_on_what_its_processes_opened_and_on_schemas(tmp_
         handle.read()).hexdigest()
 
 
+def test_a_saved_result_depends_on_what_the_benchmark_read_not_on_its_own_code_digest(tmp_path):
+  # The run reads one benchmark file and saves; the save's provenance digests every measured
+  # file in the same process, which must not count as read.
+  results_dir = tmp_path / 'results'
+  _recorded_run(tmp_path, (
+      'import json, sys\n'
+      f'sys.path.insert(0, {results.REPOSITORY!r})\n'
+      'from benchmarks import results\n'
+      'open(results.REPOSITORY + "/benchmarks/phases.py").read()\n'
+      f'results.RESULTS_DIR = {str(results_dir)!r}\n'
+      'results.save("phases", [], {}, 1.0)\n'))
+  with open(results_dir / 'phases.json') as handle:
+    record = json.load(handle)
+  assert 'benchmarks/phases.py' in record['depends_on']
+  assert 'components/distiller/executor.py' not in record['depends_on']
+  assert record['measured_code_digest'] == results.measured_code_digest()
+
+
 def test_a_result_is_stale_when_a_file_it_depends_on_changes(tmp_path):
   record = {'measured_code_digest': 'x',
             'depends_on': {'components/common/shapes.py': '0' * 64,

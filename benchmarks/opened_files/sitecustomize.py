@@ -38,8 +38,11 @@ def _install() -> None:
     if not full_path.startswith(measured):
       return
     # A forked child keeps this hook: write to the file of the process that opens.
-    with open(f'{_DIRECTORY}/{os.getpid()}.txt', 'a') as record:
-      record.write(full_path[len(repository):] + '\n')
+    try:
+      with open(f'{_DIRECTORY}/{os.getpid()}.txt', 'a') as record:
+        record.write(full_path[len(repository):] + '\n')
+    except FileNotFoundError:
+      pass  # The run has saved its result and removed the folder: nothing more to note.
 
   sys.addaudithook(on_audit_event)
 
