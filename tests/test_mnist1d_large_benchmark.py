@@ -1,0 +1,44 @@
+"""benchmarks/mnist1d_large.py: ours is chosen on eval, never on test, and every student
+the table needs is trained."""
+
+import pytest
+
+from benchmarks import mnist1d_large
+
+
+def test_ours_is_the_alpha_with_the_higher_eval_accuracy_whatever_test_says():
+  chosen = mnist1d_large.choose_on_eval({'ours@50000': [
+      {'settings': 'ours-alpha0.5', 'eval_accuracy': 0.93, 'accuracy': 0.99},
+      {'settings': 'ours-alpha0', 'eval_accuracy': 0.95, 'accuracy': 0.90}]})
+  assert chosen['ours@50000']['settings'] == 'ours-alpha0'
+  assert chosen['ours@50000']['accuracy'] == 0.90
+
+
+def test_each_pool_trains_ours_at_every_alpha_and_one_pseudo_labelled_student():
+  runs = mnist1d_large.student_runs([0, 10000])
+  assert ('ours@0', 'ours-alpha0.5', 0) in runs and ('ours@0', 'ours-alpha0', 0) in runs
+  assert ('pseudo@10000', 'pseudo', 10000) in runs and ('pseudo@0', 'pseudo', 0) not in runs
+  assert len(runs) == 2 + 2 * 2 + 1
+  settings = mnist1d_large.student_settings()
+  assert {name for _, name, _ in runs} <= set(settings)
+  # The same decay for every student, baselines too; only ours' alpha differs between them.
+  assert {value.learning_rate_schedule for value in settings.values()} == {'cosine'}
+  assert settings['ours-alpha0'].alpha == 0.0 and settings['scratch'].alpha == 1.0
+
+
+def test_described_targets_and_notes_name_this_benchmark_its_budget_and_choices():
+  per_seed = [{'seed': seed, 'teacher': 0.95, 'majority': 0.1, 'teacher_kept_epoch': 9,
+               'ours_chosen': {'ours@0': 'ours-alpha0.5', 'ours@50000': 'ours-alpha0'},
+               'students': {'cnn': {'scratch': 0.91, 'recipe': 0.90, 'ours@0': 0.92,
+                                    'ours@50000': 0.945, 'pseudo@50000': 0.92,
+                                    'labelled+50000': 0.95, 'student_params': 1050,
+                                    'teacher_params': 105738}}} for seed in (1, 2)]
+  described = mnist1d_large.describe({
+      'per_seed': per_seed, 'seeds': [1, 2], 'pools': [0, 50000], 'architectures': ['cnn'],
+      'extra_labelled': [50000], 'split_rows': {'train': 4000, 'test': 1000},
+      'test_examples': 1000, 'budget': {**mnist1d_large.BUDGET, 'student_steps': 300}})
+  gap = next(target for target in described['targets'] if 'gap_closed' in target['figure'])
+  assert gap['figure'].startswith('mnist1d_large: gap_closed')
+  assert gap['value'] == pytest.approx(0.875) and gap['met']
+  notes = ' '.join(described['notes'])
+  assert '300 steps' in notes and 'seed 1: 0 rows 0.5, 50000 rows 0' in notes
