@@ -42,3 +42,23 @@ def test_described_targets_and_notes_name_this_benchmark_its_budget_and_choices(
   assert gap['value'] == pytest.approx(0.875) and gap['met']
   notes = ' '.join(described['notes'])
   assert '300 steps' in notes and 'seed 1: 0 rows 0.5, 50000 rows 0' in notes
+
+
+def test_the_held_out_run_uses_seeds_no_other_benchmark_uses_and_names_its_targets():
+  from benchmarks import mnist1d  # pylint: disable=g-import-not-at-top
+  from benchmarks import mnist1d_held_out  # pylint: disable=g-import-not-at-top
+  assert not set(mnist1d_held_out.HELD_OUT_SEEDS) & set(mnist1d.SEEDS)
+  per_seed = [{'seed': seed, 'teacher': 0.95, 'majority': 0.1, 'teacher_kept_epoch': 9,
+               'ours_chosen': {'ours@0': 'ours-alpha0.5', 'ours@50000': 'ours-alpha0'},
+               'students': {'cnn': {'scratch': 0.91, 'recipe': 0.90, 'ours@0': 0.92,
+                                    'ours@50000': 0.93, 'pseudo@50000': 0.92,
+                                    'labelled+50000': 0.95, 'student_params': 1050,
+                                    'teacher_params': 105738}}} for seed in (201, 202)]
+  described = mnist1d_held_out.describe({
+      'per_seed': per_seed, 'seeds': [201, 202], 'pools': [0, 50000], 'architectures': ['cnn'],
+      'extra_labelled': [50000], 'split_rows': {'train': 4000, 'test': 1000},
+      'test_examples': 1000, 'budget': mnist1d_large.BUDGET})
+  figures = [target['figure'] for target in described['targets']]
+  assert all(figure.startswith('mnist1d_held_out: ') for figure in figures)
+  gap = next(target for target in described['targets'] if 'gap_closed' in target['figure'])
+  assert gap['value'] == pytest.approx(0.5) and not gap['met']
