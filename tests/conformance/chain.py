@@ -36,6 +36,20 @@ def stock_front(example_gen, module_file: str, train_steps: int, eval_steps: int
   return [example_gen, statistics_gen, schema_gen, transform, trainer]
 
 
+def penguin_front(train_steps: int, eval_steps: int = 5) -> List:
+  """TFX's penguin example: ImportExampleGen over its data in the wheel, its Keras module file.
+
+  Returns the stock front (`stock_front`), ImportExampleGen first and the Trainer last.
+  """
+  example_gen = tfx.components.ImportExampleGen(
+      input_base=os.path.join(TFX_ROOT, 'components', 'testdata', 'penguin', 'data'),
+      input_config=tfx.proto.Input(splits=[
+          tfx.proto.Input.Split(name='train', pattern='Split-train/*'),
+          tfx.proto.Input.Split(name='eval', pattern='Split-eval/*')]))
+  module_file = os.path.join(TFX_ROOT, 'examples', 'penguin', 'penguin_utils_keras.py')
+  return stock_front(example_gen, module_file, train_steps=train_steps, eval_steps=eval_steps)
+
+
 def our_chain(example_gen, transform, trainer, label_key: str, label_column: str,
               serving_dir: str, student_steps: int = 200, **distiller_arguments) -> List:
   """Distiller -> Pruner -> Quantizer -> AccuracyGate -> AtomicPusher after a stock Trainer."""

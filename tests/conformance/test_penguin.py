@@ -25,14 +25,8 @@ NAME = 'penguin-distilled'
 @pytest.fixture(scope='module')
 def run(tmp_path_factory):
   root = str(tmp_path_factory.mktemp('penguin'))
-  example_gen = tfx.components.ImportExampleGen(
-      input_base=os.path.join(chain.TFX_ROOT, 'components', 'testdata', 'penguin', 'data'),
-      input_config=tfx.proto.Input(splits=[
-          tfx.proto.Input.Split(name='train', pattern='Split-train/*'),
-          tfx.proto.Input.Split(name='eval', pattern='Split-eval/*')]))
-  module_file = os.path.join(chain.TFX_ROOT, 'examples', 'penguin', 'penguin_utils_keras.py')
-  front = chain.stock_front(example_gen, module_file, train_steps=100, eval_steps=5)
-  _, _, _, transform, trainer = front
+  front = chain.penguin_front(train_steps=100)
+  example_gen, _, _, transform, trainer = front
   # The module-file route: our tabular student, not the built-in one.
   ours = chain.our_chain(example_gen, transform, trainer, 'species_xf', 'species',
                          os.path.join(root, 'serving'), student_steps=300,

@@ -23,13 +23,7 @@ MAX_ACCURACY_DROP = 0.05
 @pytest.fixture(scope='module')
 def run(tmp_path_factory):
   root = str(tmp_path_factory.mktemp('penguin-size'))
-  example_gen = tfx.components.ImportExampleGen(
-      input_base=os.path.join(chain.TFX_ROOT, 'components', 'testdata', 'penguin', 'data'),
-      input_config=tfx.proto.Input(splits=[
-          tfx.proto.Input.Split(name='train', pattern='Split-train/*'),
-          tfx.proto.Input.Split(name='eval', pattern='Split-eval/*')]))
-  module_file = os.path.join(chain.TFX_ROOT, 'examples', 'penguin', 'penguin_utils_keras.py')
-  front = chain.stock_front(example_gen, module_file, train_steps=200, eval_steps=5)
+  front = chain.penguin_front(train_steps=200)
   _, _, _, transform, trainer = front
   distiller = Distiller(
       teacher_model=trainer.outputs['model'], examples=transform.outputs['transformed_examples'],
