@@ -1,5 +1,6 @@
 """TFX's penguin example (penguin_utils_keras.py, unchanged; ImportExampleGen on the data that
-ships in the tfx wheel), with our chain after its Trainer and our own student module file."""
+ships in the tfx wheel), with our chain after its Trainer and our own student module file, and
+beside it a Distiller that sizes the built-in student itself, as `distillery run` does."""
 
 import json
 import os
@@ -10,6 +11,7 @@ import tensorflow as tf
 from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
+from tfx_distillery import Distiller
 from tfx_distillery.components.common import evaluation
 from tfx_distillery.components.common import measuring
 from tfx_distillery.components.quantizer import conversion
@@ -20,6 +22,8 @@ from tests import helpers
 from tests.conformance import chain
 
 NAME = 'penguin-distilled'
+SIZE_SEARCH = 'SizeSearchDistiller'
+MAX_ACCURACY_DROP = 0.05
 
 
 @pytest.fixture(scope='module')
@@ -31,7 +35,16 @@ def run(tmp_path_factory):
   ours = chain.our_chain(example_gen, transform, trainer, 'species_xf', 'species',
                          os.path.join(root, 'serving'), student_steps=300,
                          module_file=datasets.module_file('tabular_student'))
-  tfx.orchestration.LocalDagRunner().run(chain.pipeline(NAME, root, front + ours))
+  size_search = Distiller(
+      teacher_model=trainer.outputs['model'], examples=transform.outputs['transformed_examples'],
+      transform_graph=transform.outputs['transform_graph'],
+      statistics=transform.outputs['post_transform_stats'],
+      train_args=tfx.proto.TrainArgs(num_steps=300), eval_args=tfx.proto.EvalArgs(num_steps=5),
+      label_key='species_xf', label_column='species', module_file=None,
+      student_parameter_shares=datasets.DEFAULT_STUDENT_PARAMETER_SHARES,
+      max_accuracy_drop=MAX_ACCURACY_DROP).with_id(SIZE_SEARCH)
+  tfx.orchestration.LocalDagRunner().run(chain.pipeline(NAME, root,
+                                                        front + ours + [size_search]))
   return root
 
 
@@ -94,3 +107,42 @@ def test_the_stock_transform_ships_inside_one_flatbuffer_over_raw_columns(run):
           for example in raw]
   got = predict.load_raw_flatbuffer(folder).predict_rows(rows)['classes']
   assert np.mean(got == expected) >= 0.95
+
+
+def size_search_metrics(root):
+  with open(os.path.join(chain.output_uri(root, NAME, SIZE_SEARCH, 'distillery.ModelMetrics'),
+                         'metrics.json')) as handle:
+    return json.load(handle)
+
+
+def test_the_size_search_keeps_the_smallest_share_within_budget_training_no_width_twice(run):
+  metrics = size_search_metrics(run)
+  search = metrics['size_search']
+  assert search['shares'] == list(datasets.DEFAULT_STUDENT_PARAMETER_SHARES)
+  trained = [trial for trial in search['trials'] if trial['trained']]
+  widths = [tuple(trial['hidden_units']) for trial in trained]
+  assert trained and len(set(widths)) == len(widths)
+  # TFX's penguin model is small (two layers of 8 units): its 1% is below any student, so
+  # the smallest student stands in for it, and a share that gives the same width is skipped.
+  assert trained[0]['parameters'] < metrics['teacher_parameters'][0]
+  bar = search['teacher_accuracy'] - MAX_ACCURACY_DROP
+  within = [trial for trial in trained if trial['eval_accuracy'] >= bar]
+  chosen = within[0] if within else max(trained, key=lambda trial: trial['eval_accuracy'])
+  assert search['chosen_share'] == chosen['share']
+  assert trained[-1] is chosen or not within
+  assert metrics['student']['hidden_units'] == chosen['hidden_units']
+  assert metrics['student_parameters'] == chosen['parameters']
+
+
+def test_the_size_searched_student_answers_raw_penguin_examples(run):
+  metrics = size_search_metrics(run)
+  model_uri = chain.output_uri(run, NAME, SIZE_SEARCH, 'Model')
+  raw = evaluation.read_serialized_examples(os.path.join(
+      chain.output_uri(run, NAME, 'ImportExampleGen', 'Examples'), 'Split-eval', '*'), limit=40)
+  labels = np.array([tf.train.Example.FromString(example).features.feature['species']
+                     .int64_list.value[0] for example in raw])
+  serving = [measuring.strip_feature(example, 'species') for example in raw]
+  classes = tf.saved_model.load(evaluation.serving_model_path(model_uri)).signatures[
+      'serving_default'](examples=tf.constant(serving))['classes'].numpy()
+  assert classes.shape == (40,)
+  assert np.mean(classes == labels) > metrics['majority_accuracy']
