@@ -9,9 +9,12 @@ hyperparameter) and a 16-filter CNN student (1,050 parameters, 1.0%), every stud
 with the same data, pools and baselines as `benchmarks/mnist1d.py` (its `prepare` and
 `describe`), the CNN student only.
 
-Ours is the Distiller at T = 2 with its mixing rule (a labelled and a pool row in turn, the
+Ours is the Distiller at T = 1 with its mixing rule (a labelled and a pool row in turn, the
 pool through the soft term only), at alpha 0.5 (the default) and 0 (soft targets only,
 the probe's best): the one with the higher accuracy on `eval`, per seed and pool, is ours.
+T = 1, not the Distiller's default 2: on `eval` (seeds 101 and 102, the 50,000-row pool,
+alpha 0.5) T = 1 gave 0.953 and 0.958, T = 2 0.942 and 0.954, T = 4 0.940 and 0.933; a
+student of 1,050 parameters follows the teacher's sharper distribution better.
 Test accuracy decides nothing. Every student, baselines included, has the same steps,
 batch, learning rate and cosine decay.
 
@@ -38,6 +41,8 @@ STUDENT_HYPERPARAMETERS = {'architecture': ARCHITECTURE, 'filters': 16}
 # The probe's student budget; the teacher's is mnist1d's (its module's epochs and early stopping).
 BUDGET = {**mnist1d.BUDGET, 'student_steps': 20000}
 SCHEDULE = 'cosine'
+# Chosen on eval (the module docstring); the softer T = 2 and 4 did worse for this student.
+TEMPERATURE = 1.0
 # Ours at each alpha; chosen per seed and pool on eval.
 ALPHAS = (0.5, 0.0)
 EXTRA_LABELLED_ROWS = (4000, 16000)
@@ -47,7 +52,8 @@ def student_settings() -> Dict[str, training.DistillationSettings]:
   """mnist1d's students (scratch, recipe, pseudo), ours at each alpha; all with the decay."""
   settings = {name: dataclasses.replace(value, learning_rate_schedule=SCHEDULE)
               for name, value in mnist1d.student_settings().items() if name != 'ours'}
-  ours = training.DistillationSettings(train_baseline=False, learning_rate_schedule=SCHEDULE)
+  ours = training.DistillationSettings(train_baseline=False, learning_rate_schedule=SCHEDULE,
+                                       temperature=TEMPERATURE)
   for alpha in ALPHAS:
     settings[f'ours-alpha{alpha:g}'] = dataclasses.replace(ours, alpha=alpha)
   return settings
@@ -176,7 +182,7 @@ def describe(measured: dict) -> dict:
                         'distillation with an unlabelled pool, on test')
   described['summary'] = (
       f'Seeds {", ".join(str(seed) for seed in measured["seeds"])}. Ours: the Distiller at '
-      f'T = 2, mixup 1, alpha {" or ".join(f"{alpha:g}" for alpha in ALPHAS)} chosen on eval, '
+      f'T = {TEMPERATURE:g}, mixup 1, alpha {" or ".join(f"{alpha:g}" for alpha in ALPHAS)} chosen on eval, '
       'pool rows through the soft term only. Baselines as in the MNIST-1D benchmark, with the '
       'same steps and decay. Teachers: '
       + ', '.join(f'{run["teacher"]:.4f}' for run in measured['per_seed']) + '.')

@@ -34,6 +34,9 @@ def test_each_pool_trains_ours_at_every_alpha_and_one_pseudo_labelled_student():
   # The same decay for every student, baselines too; only ours' alpha differs between them.
   assert {value.learning_rate_schedule for value in settings.values()} == {'cosine'}
   assert settings['ours-alpha0'].alpha == 0.0 and settings['scratch'].alpha == 1.0
+  # Ours at the temperature chosen on eval, not the Distiller's default.
+  assert {settings[f'ours-alpha{alpha:g}'].temperature for alpha in mnist1d_large.ALPHAS} == {
+      mnist1d_large.TEMPERATURE} == {1.0}
 
 
 def test_described_targets_and_notes_name_this_benchmark_its_budget_and_choices():
@@ -47,6 +50,7 @@ def test_described_targets_and_notes_name_this_benchmark_its_budget_and_choices(
   assert gap['value'] == pytest.approx(0.875) and gap['met']
   notes = ' '.join(described['notes'])
   assert '300 steps' in notes and 'seed 1: 0 rows 0.5, 50000 rows 0' in notes
+  assert 'the Distiller at T = 1,' in described['summary']
 
 
 def test_the_held_out_run_uses_seeds_no_other_benchmark_uses_and_names_its_targets():
