@@ -27,6 +27,10 @@ Input: an .npz with train/eval/test/pool arrays: the benchmark's own rows, writt
 Output: one JSON line per teacher and per student run.
 
   python docs/probes/mnist1d_sweep.py DATA.npz OUT.jsonl [--processes 16]
+
+With --temperatures it sweeps the soft term's temperature and alpha instead, for the
+larger-teacher benchmark's 16-filter student, against pseudo-labels at two pool sizes;
+`--summarize --temperatures OUT.jsonl` prints its table.
 """
 
 import argparse
@@ -48,6 +52,10 @@ LEARNING_RATE = 3e-3
 TEMPERATURE = 2.0
 SCHEDULES = (('constant', 6000), ('cosine', 20000))
 METHODS = ('scratch', 'ours', 'soft', 'pseudo', 'true')
+# --temperatures: the soft term's temperature for the larger-teacher benchmark's student.
+SWEEP_SEEDS = (1, 2, 3, 4)
+SWEEP_POOLS = (10000, 50000)
+SWEEP_TEMPERATURES = (0.5, 1.0, 2.0)
 
 
 def teacher_parameters(filters: int) -> int:
@@ -181,6 +189,8 @@ def train_student(job):
                if job['schedule'] == 'cosine' else None)
   x, y = data['train_x'], data['train_y']
   pool_x, pool_y = data['pool_x'], data['pool_y']
+  if job.get('pool_rows'):
+    pool_x, pool_y = pool_x[:job['pool_rows']], pool_y[:job['pool_rows']]
   if method != 'scratch':
     with torch.no_grad():
       pool_logits = teacher(torch.from_numpy(pool_x))
@@ -207,11 +217,11 @@ def train_student(job):
         targets = torch.nn.functional.one_hot(teacher_logits.argmax(1), 10).float()
         temperature = 1.0
       else:
-        temperature = TEMPERATURE
+        temperature = job.get('temperature', TEMPERATURE)
         targets = torch.softmax(teacher_logits / temperature, 1)
       log_probabilities = torch.log_softmax(logits / temperature, 1)
       soft = (targets * (torch.log(targets.clamp_min(1e-7)) - log_probabilities)).sum(1).mean()
-      alpha = 0.0 if method == 'soft' else 0.5
+      alpha = job.get('alpha', 0.0 if method == 'soft' else 0.5)
       loss = alpha * hard + (1 - alpha) * temperature ** 2 * soft
     optimizer.zero_grad()
     loss.backward()
@@ -241,6 +251,41 @@ def student_jobs(data: str, work: str):
                          'teacher_filters': teacher_filters, 'seed': seed,
                          'schedule': schedule, 'steps': steps, 'data': data, 'work': work})
   return jobs
+
+
+def temperature_jobs(data: str, work: str):
+  """Ours at each temperature and alpha, and pseudo-labels, per pool size: the 16-filter
+  CNN and the 128-filter teacher (benchmarks/mnist1d_large.py's setting), 20,000 steps."""
+  jobs = []
+  common = {'architecture': 'cnn', 'width': 16, 'teacher_filters': 128,
+            'schedule': 'cosine', 'steps': dict(SCHEDULES)['cosine'], 'data': data,
+            'work': work}
+  for seed in SWEEP_SEEDS:
+    jobs.append({**common, 'method': 'scratch', 'seed': seed})
+    for pool_rows in SWEEP_POOLS:
+      jobs.append({**common, 'method': 'pseudo', 'seed': seed, 'pool_rows': pool_rows})
+      for temperature in SWEEP_TEMPERATURES:
+        for alpha in (0.5, 0.0):
+          jobs.append({**common, 'method': f'T{temperature:g}-alpha{alpha:g}', 'seed': seed,
+                       'pool_rows': pool_rows, 'temperature': temperature, 'alpha': alpha})
+  return jobs
+
+
+def summarize_temperatures(path: str) -> None:
+  """Eval and test accuracy (mean over seeds) of each method and pool size."""
+  import collections  # pylint: disable=g-import-not-at-top
+  import statistics  # pylint: disable=g-import-not-at-top
+  with open(path) as handle:
+    records = [json.loads(line) for line in handle]
+  runs = collections.defaultdict(list)
+  for r in records:
+    if r.get('kind') != 'teacher':
+      runs[(r.get('pool_rows', 0), r['method'])].append(r)
+  for key in sorted(runs):
+    eval_mean = statistics.mean(r['eval'] for r in runs[key])
+    test_mean = statistics.mean(r['test'] for r in runs[key])
+    print(f'pool {key[0]:>6} {key[1]:<14} eval {eval_mean:.4f} test {test_mean:.4f} '
+          f'({len(runs[key])} seeds)')
 
 
 def summarize(path: str) -> None:
@@ -280,11 +325,13 @@ def main(argv=None) -> int:
   parser.add_argument('output', nargs='?')
   parser.add_argument('--summarize', action='store_true')
   parser.add_argument('--processes', type=int, default=os.cpu_count())
+  parser.add_argument('--temperatures', action='store_true',
+                      help='sweep the temperature instead (temperature_jobs)')
   parser.add_argument('--steps-scale', type=float, default=1.0,
                       help='multiplies every step count (a smoke test uses 0.01)')
   args = parser.parse_args(argv)
   if args.summarize:
-    summarize(args.data)
+    (summarize_temperatures if args.temperatures else summarize)(args.data)
     return 0
   global TEACHER_STEPS, SCHEDULES  # pylint: disable=global-statement
   TEACHER_STEPS = max(40, int(TEACHER_STEPS * args.steps_scale))
@@ -292,13 +339,16 @@ def main(argv=None) -> int:
   work = os.path.dirname(os.path.abspath(args.output))
   context = multiprocessing.get_context('fork')
   with open(args.output, 'a') as output, context.Pool(args.processes) as pool:
-    teachers = [{'filters': f, 'seed': s, 'data': args.data, 'work': work}
-                for f in reversed(TEACHER_FILTERS) for s in TEACHER_SEEDS]
+    teachers = ([{'filters': 128, 'seed': s, 'data': args.data, 'work': work}
+                 for s in SWEEP_SEEDS] if args.temperatures else
+                [{'filters': f, 'seed': s, 'data': args.data, 'work': work}
+                 for f in reversed(TEACHER_FILTERS) for s in TEACHER_SEEDS])
     for record in pool.imap_unordered(train_teacher, teachers):
       output.write(json.dumps(record) + '\n')
       output.flush()
       print(json.dumps(record), flush=True)
-    for record in pool.imap_unordered(train_student, student_jobs(args.data, work)):
+    jobs = (temperature_jobs if args.temperatures else student_jobs)(args.data, work)
+    for record in pool.imap_unordered(train_student, jobs):
       output.write(json.dumps(record) + '\n')
       output.flush()
   return 0
