@@ -32,6 +32,16 @@ MEASURED_PATHS = ('benchmarks', 'components', 'trainer_modules', 'pipelines', 't
 # The order of sections in docs/benchmarks.md.
 ORDER = ('pipeline', 'pruning', 'distillation', 'mnist1d', 'mnist1d_large', 'mnist1d_held_out',
          'compression', 'distributed', 'ingestion', 'scale', 'beam_modes')
+# Benchmarks with no result at this commit, and why: their old result went stale and its
+# re-run did not fit the session. docs/benchmarks.md says so in the result's place; a test
+# fails once a pending benchmark has a result again, so the entry goes with its re-run.
+PENDING = {
+    'mnist1d_held_out': (
+        'Not measured at this commit: `benchmarks/mnist1d_large.py` moved ours to T = 1, '
+        'which staled the held-out run (T = 2, seeds 201-203, at cd442be; its figures stay '
+        'in docs/mnist1d.md, named as such). Re-run: `python -m benchmarks.recorded '
+        'mnist1d_held_out --save --json` (about 45 minutes on 2 cores).'),
+}
 
 
 def target(name: str, value: Optional[float], rule: str, met: Optional[bool]) -> Dict[str, Any]:
@@ -332,7 +342,13 @@ def render(records: List[Dict[str, Any]]) -> str:
       'noise" marks a target inside one standard deviation of the mean.',
       '',
   ]
+  rank = {name: position for position, name in enumerate(ORDER)}
+  measured = {record['benchmark'] for record in records}
+  pending = sorted((name for name in PENDING if name not in measured), key=rank.get)
   for record in records:
+    # A pending benchmark keeps its place in the order, saying why it has no figures.
+    while pending and rank[pending[0]] < rank.get(record['benchmark'], len(ORDER)):
+      lines += _pending_section(pending.pop(0))
     result, machine_info = record['result'], record['machine']
     lines += [
         f"## {result.get('title', record['benchmark'])}",
@@ -361,7 +377,13 @@ def render(records: List[Dict[str, Any]]) -> str:
       lines += [f'- {note}']
     if result.get('notes'):
       lines.append('')
+  for name in pending:
+    lines += _pending_section(name)
   return '\n'.join(lines).rstrip() + '\n'
+
+
+def _pending_section(name: str) -> List[str]:
+  return [f'## {name}: no result at this commit', '', PENDING[name], '']
 
 
 def main() -> int:
