@@ -126,12 +126,17 @@ class Console:
     return code, seconds, children
 
 
+
+
 @pytest.fixture(scope='module')
 def messy_run(tmp_path_factory):
-  """A pushed run on a messy folder: byte-order mark, CRLF, gzip, spaces in names, NaN."""
+  """A pushed run on a folder with every kind of mess that runs, all in one folder.
+
+  One run serves every test here and the messy-folder test in test_messy_csv_runs: each
+  whole run costs about 90 s of the suite.
+  """
   tmp_path = tmp_path_factory.mktemp('faults')
-  case = messy_csv.make_case(5, ['bom', 'crlf', 'gzip', 'spaces_in_names', 'nan_inf',
-                                 'empty_label', 'two_files'], rows=300)
+  case = messy_csv.make_case(5, messy_csv.RUN_KINDS, rows=300)
   data = case.write(tmp_path / 'data')
   arguments = ['run', '--dataset', 'csv', '--data', data, '--label', messy_csv.LABEL,
                '--train-steps', '200', '--student-train-steps', '400',
@@ -153,10 +158,16 @@ def test_the_messy_folder_runs_and_its_model_serves_raw_rows_by_their_csv_names(
   tmp_path, _, result = messy_run
   console = result.stdout + result.stderr
   assert 'Traceback' not in console
-  # Counted per file, on the console: three non-finite cells, two rows without a label.
+  assert 'byte-order mark removed' in console and 'decompressed (gzip)' in console
+  assert 'data: b.csv.gz: ' in console and 'AccuracyGate: finished' in console
+  # Counted per file, on the console: three non-finite cells, four pandas markers, two rows
+  # without a label.
   assert sum(map(int, re.findall(
       r"(\d+) NaN, infinite or missing-marker value\(s\) in 'bill length' read as empty",
       console))) == 3
+  assert sum(map(int, re.findall(
+      r"(\d+) NaN, infinite or missing-marker value\(s\) in 'flipper mm' read as empty",
+      console))) == 4
   assert sum(map(int, re.findall(r"(\d+) row\(s\) with no 'species' left out", console))) == 2
   pushed = sorted(glob.glob(str(tmp_path / 'serving' / '[0-9]*')))[0]
   from tfx_distillery import load_tflite  # pylint: disable=import-outside-toplevel

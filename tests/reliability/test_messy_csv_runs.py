@@ -1,5 +1,8 @@
-"""Generated messy CSV folders through `distillery run`: each runs or stops with exit 2
-before any component, naming the file and column, with no traceback and nothing pushed."""
+"""Generated messy CSV folders through `distillery run`: each refused one stops with exit 2
+before any component, naming the file and column, with no traceback and nothing pushed.
+
+A folder with every kind that runs goes through the whole pipeline once, in test_faults'
+`messy_run`, which the fault tests reuse."""
 
 import os
 
@@ -43,18 +46,3 @@ def test_a_refused_folder_stops_before_any_component(case, tmp_path):
   assert not (tmp_path / 'serving').exists()
   assert not (tmp_path / 'home' / 'runs').exists()
   assert 'CsvExampleGen: started' not in console
-
-
-def test_a_messy_folder_that_runs_goes_through_the_whole_pipeline(tmp_path):
-  kinds = ['bom', 'crlf', 'gzip', 'two_files', 'quoted', 'unicode', 'blank_lines',
-           'empty_cells']
-  case = messy_csv.make_case(11, kinds, rows=200)
-  data = case.write(tmp_path / 'data')
-  result = distillery('run', '--dataset', 'csv', '--data', data, '--label', messy_csv.LABEL,
-                      '--train-steps', '200', '--student-train-steps', '400',
-                      '--max-accuracy-drop', '1.0', home=tmp_path / 'home', cwd=tmp_path)
-  console = result.stdout + result.stderr
-  assert result.returncode == 0, console
-  assert 'Traceback' not in console
-  assert 'byte-order mark removed' in console and 'decompressed (gzip)' in console
-  assert 'data: b.csv.gz: ' in console and 'AccuracyGate: finished' in console
