@@ -35,13 +35,7 @@ ORDER = ('pipeline', 'pruning', 'distillation', 'mnist1d', 'mnist1d_large', 'mni
 # Benchmarks with no result at this commit, and why: their old result went stale and its
 # re-run did not fit the session. docs/benchmarks.md says so in the result's place; a test
 # fails once a pending benchmark has a result again, so the entry goes with its re-run.
-PENDING = {
-    'mnist1d_held_out': (
-        'Not measured at this commit: `benchmarks/mnist1d_large.py` moved ours to T = 1, '
-        'which staled the held-out run (T = 2, seeds 201-203, at cd442be; its figures stay '
-        'in docs/mnist1d.md, named as such). Re-run: `python -m benchmarks.recorded '
-        'mnist1d_held_out --save --json` (about 45 minutes on 2 cores).'),
-}
+PENDING: Dict[str, str] = {}
 
 
 def target(name: str, value: Optional[float], rule: str, met: Optional[bool]) -> Dict[str, Any]:
