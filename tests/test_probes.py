@@ -1,5 +1,7 @@
-"""docs/probes: the figures docs/mnist1d.md quotes are what the probe's summary prints."""
+"""docs/probes: the figures docs/mnist1d.md quotes are what the probes wrote."""
 
+import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -25,3 +27,41 @@ def test_the_temperature_table_in_the_docs_is_the_probe_summary_of_its_output():
     assert row in document
   assert (f'pseudo-labels {test_accuracy[(10000, "pseudo")]:.4f} at 10,000 rows and '
           f'{test_accuracy[(50000, "pseudo")]:.4f} at 50,000' in document)
+
+
+def load_settings_probe():
+  """docs/probes/distiller_settings.py as a module (docs/ is not a package)."""
+  path = os.path.join(REPOSITORY, 'docs', 'probes', 'distiller_settings.py')
+  spec = importlib.util.spec_from_file_location('distiller_settings_probe', path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_the_settings_probe_tries_valid_settings_and_its_control_is_the_benchmarks():
+  from benchmarks import mnist1d_large  # pylint: disable=import-outside-toplevel
+  from tfx_distillery.components.distiller import training  # pylint: disable=import-outside-toplevel
+  probe = load_settings_probe()
+  for name in probe.SETTINGS:
+    training.validate(probe.settings_for(name), num_teachers=1)
+  # The row named "the benchmark's" must be what mnist1d_large trains for ours.
+  assert probe.settings_for('benchmark') == mnist1d_large.student_settings()['ours-alpha0.5']
+
+
+def test_the_settings_table_in_the_docs_is_the_probe_output():
+  figures = {}
+  with open(os.path.join(REPOSITORY, 'docs', 'probes', 'distiller_settings.jsonl')) as handle:
+    for line in handle:
+      record = json.loads(line)
+      figures.setdefault(record['setting'], {})[record['seed']] = record['eval_accuracy']
+  with open(os.path.join(REPOSITORY, 'docs', 'mnist1d.md')) as handle:
+    document = handle.read()
+  labels = {'benchmark': "the benchmark's: T = 1, alpha 0.5, mixup 1",
+            'noise0.1': 'T = 1, alpha 0.5, mixup 1, noise 0.1',
+            'T0.5-alpha0': 'T = 0.5, alpha 0, mixup 1',
+            'pseudo': 'pseudo-labelling (hard targets, no mixup)'}
+  for setting, label in labels.items():
+    by_seed = figures[setting]
+    mean = sum(by_seed.values()) / len(by_seed)
+    assert (f'| {label} | {by_seed[101]:.3f} | {by_seed[102]:.3f} | {mean:.4f} |'
+            in document), setting
