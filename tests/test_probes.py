@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -48,18 +50,32 @@ def test_the_settings_probe_tries_valid_settings_and_its_control_is_the_benchmar
   assert probe.settings_for('benchmark') == mnist1d_large.student_settings()['ours-alpha0.5']
 
 
-def test_the_settings_table_in_the_docs_is_the_probe_output():
+def probe_figures(file_name):
+  """{setting: {seed: eval accuracy}} of one output of docs/probes/distiller_settings.py."""
   figures = {}
-  with open(os.path.join(REPOSITORY, 'docs', 'probes', 'distiller_settings.jsonl')) as handle:
+  with open(os.path.join(REPOSITORY, 'docs', 'probes', file_name)) as handle:
     for line in handle:
       record = json.loads(line)
       figures.setdefault(record['setting'], {})[record['seed']] = record['eval_accuracy']
+  return figures
+
+
+@pytest.mark.parametrize('file_name, labels', [
+    ('distiller_settings.jsonl', {
+        'benchmark': "the benchmark's: T = 1, alpha 0.5, mixup 1",
+        'noise0.1': 'T = 1, alpha 0.5, mixup 1, noise 0.1',
+        'T0.5-alpha0': 'T = 0.5, alpha 0, mixup 1',
+        'pseudo': 'pseudo-labelling (hard targets, no mixup)'}),
+    ('distiller_settings-mlp.jsonl', {
+        'benchmark': 'ours: T = 1, alpha 0.5, mixup 1',
+        'pseudo': 'pseudo-labelling (hard targets, no mixup)',
+        'scratch': 'scratch, labelled rows only'}),
+])
+def test_the_settings_tables_in_the_docs_are_the_probe_outputs(file_name, labels):
+  figures = probe_figures(file_name)
   with open(os.path.join(REPOSITORY, 'docs', 'mnist1d.md')) as handle:
     document = handle.read()
-  labels = {'benchmark': "the benchmark's: T = 1, alpha 0.5, mixup 1",
-            'noise0.1': 'T = 1, alpha 0.5, mixup 1, noise 0.1',
-            'T0.5-alpha0': 'T = 0.5, alpha 0, mixup 1',
-            'pseudo': 'pseudo-labelling (hard targets, no mixup)'}
+  assert set(figures) == set(labels)
   for setting, label in labels.items():
     by_seed = figures[setting]
     mean = sum(by_seed.values()) / len(by_seed)
