@@ -68,6 +68,7 @@ def probe_figures(file_name):
         'pseudo': 'pseudo-labelling (hard targets, no mixup)'}),
     ('distiller_settings-mlp.jsonl', {
         'benchmark': 'ours: T = 1, alpha 0.5, mixup 1',
+        'T2-alpha0': 'ours: T = 2, alpha 0, mixup 1',
         'pseudo': 'pseudo-labelling (hard targets, no mixup)',
         'scratch': 'scratch, labelled rows only'}),
 ])
