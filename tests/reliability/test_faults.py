@@ -126,14 +126,12 @@ class Console:
     return code, seconds, children
 
 
-
-
 @pytest.fixture(scope='module')
 def messy_run(tmp_path_factory):
   """A pushed run on a folder with every kind of mess that runs, all in one folder.
 
-  One run serves every test here and the messy-folder test in test_messy_csv_runs: each
-  whole run costs about 90 s of the suite.
+  It also stands for the whole-pipeline run test_messy_csv_runs once had: one run serves
+  every test here, and each whole run costs about 90 s of the suite.
   """
   tmp_path = tmp_path_factory.mktemp('faults')
   case = messy_csv.make_case(5, messy_csv.RUN_KINDS, rows=300)
