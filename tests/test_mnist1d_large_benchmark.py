@@ -66,3 +66,39 @@ def test_the_held_out_run_uses_seeds_no_other_benchmark_uses_and_names_its_targe
   assert all(figure.startswith('mnist1d_held_out: ') for figure in figures)
   gap = next(target for target in described['targets'] if 'gap_closed' in target['figure'])
   assert gap['value'] == pytest.approx(0.5) and not gap['met']
+
+
+def test_the_mlp_run_trains_ours_at_each_temperature_and_alpha_beside_the_cnns_baselines():
+  from benchmarks import mnist1d_large_mlp  # pylint: disable=g-import-not-at-top
+  runs = mnist1d_large_mlp.student_runs([0, 50000])
+  for rows in (0, 50000):
+    assert {settings for name, settings, _ in runs if name == f'ours@{rows}'} == {
+        'ours-T1-alpha0.5', 'ours-T1-alpha0', 'ours-T2-alpha0.5', 'ours-T2-alpha0'}
+  assert ('pseudo@50000', 'pseudo', 50000) in runs and len(runs) == 2 + 4 + 4 + 1
+  settings = mnist1d_large_mlp.student_settings()
+  assert settings['ours-T2-alpha0'].temperature == 2.0 and settings['ours-T2-alpha0'].alpha == 0
+  # The baselines are mnist1d_large's, so the two students are compared on equal terms.
+  cnn = mnist1d_large.student_settings()
+  assert all(settings[name] == cnn[name] for name in ('scratch', 'recipe', 'pseudo'))
+  assert {value.learning_rate_schedule for value in settings.values()} == {'cosine'}
+
+
+def test_the_mlp_run_names_its_targets_and_the_setting_eval_chose_per_seed():
+  from benchmarks import mnist1d_large_mlp  # pylint: disable=g-import-not-at-top
+  per_seed = [{'seed': seed, 'teacher': 0.95, 'majority': 0.1, 'teacher_kept_epoch': 9,
+               'ours_chosen': {'ours@0': 'ours-T1-alpha0.5', 'ours@50000': 'ours-T2-alpha0'},
+               'students': {'mlp': {'scratch': 0.58, 'recipe': 0.57, 'ours@0': 0.60,
+                                    'ours@50000': 0.77, 'pseudo@50000': 0.75,
+                                    'labelled+50000': 0.90, 'student_params': 6538,
+                                    'teacher_params': 105738}}} for seed in (1, 2)]
+  described = mnist1d_large_mlp.describe({
+      'per_seed': per_seed, 'seeds': [1, 2], 'pools': [0, 50000], 'architectures': ['mlp'],
+      'extra_labelled': [50000], 'split_rows': {'train': 4000, 'test': 1000},
+      'test_examples': 1000, 'budget': mnist1d_large.BUDGET})
+  targets = {target['figure'].split(', MLP')[0]: target for target in described['targets']}
+  assert all(figure.startswith('mnist1d_large_mlp: ') for figure in targets)
+  margin = targets['mnist1d_large_mlp: ours − pseudo-labelling']
+  assert margin['value'] == pytest.approx(0.02) and margin['met']
+  # The MLP is 6.2% of the teacher: its gap_closed is a figure, the 2% student's target is not its.
+  assert targets['mnist1d_large_mlp: gap_closed']['met'] is None
+  assert 'seed 2: 0 rows T1-alpha0.5, 50000 rows T2-alpha0' in ' '.join(described['notes'])
