@@ -102,3 +102,25 @@ def test_the_mlp_run_names_its_targets_and_the_setting_eval_chose_per_seed():
   # The MLP is 6.2% of the teacher: its gap_closed is a figure, the 2% student's target is not its.
   assert targets['mnist1d_large_mlp: gap_closed']['met'] is None
   assert 'seed 2: 0 rows T1-alpha0.5, 50000 rows T2-alpha0' in ' '.join(described['notes'])
+
+
+def test_the_mlp_held_out_run_is_the_mlp_run_on_the_held_out_seeds_under_its_own_name():
+  from benchmarks import mnist1d_held_out  # pylint: disable=g-import-not-at-top
+  from benchmarks import mnist1d_mlp_held_out  # pylint: disable=g-import-not-at-top
+  per_seed = [{'seed': seed, 'teacher': 0.95, 'majority': 0.1, 'teacher_kept_epoch': 9,
+               'ours_chosen': {'ours@0': 'ours-T2-alpha0', 'ours@50000': 'ours-T2-alpha0'},
+               'students': {'mlp': {'scratch': 0.58, 'recipe': 0.57, 'ours@0': 0.60,
+                                    'ours@50000': 0.74, 'pseudo@50000': 0.735,
+                                    'labelled+50000': 0.90, 'student_params': 6538,
+                                    'teacher_params': 105738}}}
+              for seed in mnist1d_held_out.HELD_OUT_SEEDS]
+  described = mnist1d_mlp_held_out.describe({
+      'per_seed': per_seed, 'seeds': list(mnist1d_held_out.HELD_OUT_SEEDS),
+      'pools': [0, 50000], 'architectures': ['mlp'], 'extra_labelled': [50000],
+      'split_rows': {'train': 4000, 'test': 1000}, 'test_examples': 1000,
+      'budget': mnist1d_large.BUDGET})
+  figures = [target['figure'] for target in described['targets']]
+  assert all(figure.startswith('mnist1d_mlp_held_out: ') for figure in figures)
+  margin = next(target for target in described['targets'] if 'pseudo' in target['figure'])
+  assert margin['value'] == pytest.approx(0.005) and not margin['met']
+  assert 'held-out seeds' in described['title']
