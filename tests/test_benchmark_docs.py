@@ -192,3 +192,10 @@ def test_recorded_refuses_a_benchmark_that_does_not_exist():
                             cwd=results.REPOSITORY, capture_output=True, text=True, timeout=60)
   assert finished.returncode != 0
   assert "unknown benchmark 'pipelines'" in finished.stderr and 'pipeline,' in finished.stderr
+
+
+def test_make_bench_runs_every_benchmark_the_document_has_a_place_for():
+  with open(os.path.join(results.REPOSITORY, 'Makefile')) as handle:
+    text = handle.read()
+  listed = text.split('BENCHMARKS :=', 1)[1].split('\nbench:', 1)[0]
+  assert sorted(listed.replace('\\', ' ').split()) == sorted(results.ORDER)
