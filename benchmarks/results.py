@@ -37,8 +37,6 @@ ORDER = ('pipeline', 'pruning', 'distillation', 'mnist1d', 'mnist1d_large', 'mni
 # re-run did not fit the session. docs/benchmarks.md says so in the result's place; a test
 # fails once a pending benchmark has a result again, so the entry goes with its re-run.
 PENDING: Dict[str, str] = {
-    'mnist1d_large_mlp': ('New in this commit; its first run (about 70 minutes on 2 cores) is '
-                          'under way and lands with its result.'),
     'mnist1d_mlp_held_out': ('New in this commit; it runs (about 70 minutes on 2 cores) after '
                              'mnist1d_large_mlp and lands with its result.'),
 }
