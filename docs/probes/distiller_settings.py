@@ -7,11 +7,13 @@ which is what chooses, one JSON line each, appended to OUT.jsonl. Test is never 
 About 20 minutes on 2 cores.
 
 `--student mlp` trains the MNIST-1D MLP (6,538 parameters, 6.2% of the teacher) instead of
-the benchmark's 16-filter CNN, with ours, pseudo-labelling and scratch.
+the benchmark's 16-filter CNN, with ours, pseudo-labelling and scratch. `--student-steps`
+trains every student longer (or shorter) than the benchmark's 20,000 steps; each line then
+records its steps.
 
 Usage (from the repository root, with TF_USE_LEGACY_KERAS=1):
   python docs/probes/distiller_settings.py WORK_DIR OUT.jsonl [--student mlp]
-      [--settings NAME,...]
+      [--settings NAME,...] [--student-steps N]
 """
 
 import argparse
@@ -59,14 +61,16 @@ def settings_for(name: str) -> training.DistillationSettings:
 
 
 def run_student(work_dir: str, dataset, uris: tuple, teacher_uri: str, seed: int, name: str,
-                pool_uri: str, student: str = 'cnn') -> float:
+                pool_uri: str, student: str = 'cnn',
+                budget: dict = mnist1d_large.BUDGET) -> float:
   """One student by the Distiller executor (with the pool but scratch); its eval accuracy."""
   transformed_uri, graph_uri, _ = uris
   inputs = common.executor_inputs(transformed_uri, graph_uri)
   if name != 'scratch':  # Scratch learns from the labelled rows alone, as in the benchmark.
     inputs.update(mnist1d.transfer_input(pool_uri))
-  run = distillation.distill(inputs, teacher_uri, dataset, mnist1d_large.BUDGET,
-                             os.path.join(work_dir, 'students', f'{student}-{name}-{seed}'),
+  run = distillation.distill(inputs, teacher_uri, dataset, budget,
+                             os.path.join(work_dir, 'students',
+                                          f'{student}-{name}-{seed}-{budget["student_steps"]}'),
                              seed, settings_for(name), STUDENTS[student][0])
   return run['student_accuracy']
 
@@ -77,6 +81,8 @@ def main() -> None:
   parser.add_argument('output_path')
   parser.add_argument('--student', choices=sorted(STUDENTS), default='cnn')
   parser.add_argument('--settings', help='comma-separated: only these of the student\'s')
+  parser.add_argument('--student-steps', type=int, help='every student\'s steps (default: '
+                      f'the benchmark\'s {mnist1d_large.BUDGET["student_steps"]:,})')
   args = parser.parse_args()
   names = STUDENTS[args.student][1]
   if args.settings:
@@ -86,6 +92,9 @@ def main() -> None:
                    f'student\'s settings {list(names)}')
     names = [name for name in names if name in args.settings.split(',')]
   work_dir, output_path, student = args.work_dir, args.output_path, args.student
+  budget = dict(mnist1d_large.BUDGET)
+  if args.student_steps:
+    budget['student_steps'] = args.student_steps
   prepared = mnist1d.prepare(work_dir, (POOL_ROWS,), ())
   transformed, dataset = prepared['transformed'], prepared['dataset']
   with common.process_pool(mnist1d.PROCESSES) as pool:
@@ -95,12 +104,15 @@ def main() -> None:
                 for seed, future in teachers.items()}
     futures = [(seed, name, pool.submit(run_student, work_dir, dataset, transformed,
                                         teachers[seed]['uri'], seed, name,
-                                        prepared['pools'][POOL_ROWS], student))
+                                        prepared['pools'][POOL_ROWS], student, budget))
                for seed in SEEDS for name in names]
     with open(output_path, 'a') as output:
       for seed, name, future in futures:
-        line = json.dumps({'student': student, 'seed': seed, 'setting': name,
-                           'eval_accuracy': future.result(timeout=mnist1d.TASK_TIMEOUT_S)})
+        record = {'student': student, 'seed': seed, 'setting': name,
+                  'eval_accuracy': future.result(timeout=mnist1d.TASK_TIMEOUT_S)}
+        if args.student_steps:
+          record['student_steps'] = args.student_steps
+        line = json.dumps(record)
         print(line, flush=True)
         output.write(line + '\n')
 
