@@ -36,10 +36,7 @@ ORDER = ('pipeline', 'pruning', 'distillation', 'mnist1d', 'mnist1d_large', 'mni
 # Benchmarks with no result at this commit, and why: their old result went stale and its
 # re-run did not fit the session. docs/benchmarks.md says so in the result's place; a test
 # fails once a pending benchmark has a result again, so the entry goes with its re-run.
-PENDING: Dict[str, str] = {
-    'mnist1d_mlp_held_out': ('New in this commit; it runs (about 70 minutes on 2 cores) after '
-                             'mnist1d_large_mlp and lands with its result.'),
-}
+PENDING: Dict[str, str] = {}
 
 
 def target(name: str, value: Optional[float], rule: str, met: Optional[bool]) -> Dict[str, Any]:
