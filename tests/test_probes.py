@@ -71,6 +71,9 @@ def probe_figures(file_name):
         'T2-alpha0': 'ours: T = 2, alpha 0, mixup 1',
         'pseudo': 'pseudo-labelling (hard targets, no mixup)',
         'scratch': 'scratch, labelled rows only'}),
+    ('distiller_settings-patient.jsonl', {
+        'benchmark': 'ours: T = 1, alpha 0.5, mixup 1, 60,000 steps',
+        'pseudo': 'pseudo-labelling (hard targets, no mixup), 60,000 steps'}),
 ])
 def test_the_settings_tables_in_the_docs_are_the_probe_outputs(file_name, labels):
   figures = probe_figures(file_name)
