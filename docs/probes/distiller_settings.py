@@ -84,6 +84,8 @@ def main() -> None:
   parser.add_argument('--student-steps', type=int, help='every student\'s steps (default: '
                       f'the benchmark\'s {mnist1d_large.BUDGET["student_steps"]:,})')
   args = parser.parse_args()
+  if args.student_steps is not None and args.student_steps < 1:
+    parser.error(f'--student-steps must be a positive number of steps; got {args.student_steps}')
   names = STUDENTS[args.student][1]
   if args.settings:
     unknown = set(args.settings.split(',')) - set(names)
