@@ -1,5 +1,6 @@
 """docs/probes: the figures docs/mnist1d.md quotes are what the probes wrote."""
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -45,9 +46,24 @@ def test_the_settings_probe_tries_valid_settings_and_its_control_is_the_benchmar
   from tfx_distillery.components.distiller import training  # pylint: disable=import-outside-toplevel
   probe = load_settings_probe()
   for name in probe.SETTINGS:
-    training.validate(probe.settings_for(name), num_teachers=1)
+    training.validate(probe.settings_for(name), num_teachers=probe.TEACHERS.get(name, 1))
   # The row named "the benchmark's" must be what mnist1d_large trains for ours.
   assert probe.settings_for('benchmark') == mnist1d_large.student_settings()['ours-alpha0.5']
+
+
+def test_the_ensemble_settings_add_teachers_on_seeds_no_benchmark_uses():
+  from benchmarks import mnist1d, mnist1d_held_out  # pylint: disable=import-outside-toplevel
+  probe = load_settings_probe()
+  benchmark_seeds = set(mnist1d.SEEDS) | set(mnist1d_held_out.HELD_OUT_SEEDS)
+  for seed in probe.SEEDS:
+    assert probe.teacher_seeds(seed, 'benchmark') == [seed]
+    ensemble = probe.teacher_seeds(seed, 'benchmark-3teachers')
+    assert ensemble[0] == seed and len(set(ensemble)) == 3
+    assert not set(ensemble[1:]) & benchmark_seeds
+  # The ensemble's pseudo-labels are the same baseline as the benchmark's, from three teachers.
+  assert probe.settings_for('pseudo-3teachers') == probe.settings_for('pseudo')
+  assert probe.settings_for('pseudo-mixup1') == dataclasses.replace(
+      probe.settings_for('pseudo'), mixup=1.0)
 
 
 def probe_figures(file_name):
