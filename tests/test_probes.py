@@ -90,6 +90,17 @@ def probe_figures(file_name):
     ('distiller_settings-patient.jsonl', {
         'benchmark': 'ours: T = 1, alpha 0.5, mixup 1, 60,000 steps',
         'pseudo': 'pseudo-labelling (hard targets, no mixup), 60,000 steps'}),
+    ('distiller_settings-ensemble.jsonl', {
+        'benchmark': 'ours: T = 1, alpha 0.5, mixup 1 (one teacher)',
+        'pseudo': 'pseudo-labelling (hard targets, no mixup)',
+        'pseudo-mixup1': 'pseudo-labelling with mixup 1',
+        'benchmark-3teachers': 'ours from three teachers: T = 1, alpha 0.5, mixup 1',
+        'pseudo-3teachers': 'pseudo-labelling from three teachers (their average\'s argmax, '
+                            'no mixup)'}),
+    ('distiller_settings-mlp-mixup.jsonl', {
+        'T1-alpha0': 'ours: T = 1, alpha 0, mixup 1',
+        'pseudo': 'pseudo-labelling (hard targets, no mixup)',
+        'pseudo-mixup1': 'pseudo-labelling with mixup 1'}),
 ])
 def test_the_settings_tables_in_the_docs_are_the_probe_outputs(file_name, labels):
   figures = probe_figures(file_name)
@@ -101,3 +112,24 @@ def test_the_settings_tables_in_the_docs_are_the_probe_outputs(file_name, labels
     mean = sum(by_seed.values()) / len(by_seed)
     assert (f'| {label} | {by_seed[101]:.3f} | {by_seed[102]:.3f} | {mean:.4f} |'
             in document), setting
+
+
+def test_the_teacher_rows_of_the_ensemble_table_are_the_probe_output():
+  records = []
+  with open(os.path.join(REPOSITORY, 'docs', 'probes',
+                         'distiller_settings-ensemble.jsonl')) as handle:
+    records = [json.loads(line) for line in handle]
+  with open(os.path.join(REPOSITORY, 'docs', 'mnist1d.md')) as handle:
+    document = handle.read()
+  for teachers, label in ((1, 'the one teacher'),
+                          (3, 'the three teachers\' averaged distribution')):
+    by_seed = {record['seed']: record['teacher_eval_accuracy'] for record in records
+               if record['teachers'] == teachers}
+    mean = sum(by_seed.values()) / len(by_seed)
+    assert (f'| {label} | {by_seed[101]:.3f} | {by_seed[102]:.3f} | {mean:.4f} |'
+            in document)
+  # The probe's own figure for the averaged distribution is the Distiller's for one teacher.
+  for record in records:
+    assert len(record['each_teacher_eval_accuracy']) == record['teachers']
+    if record['teachers'] == 1:
+      assert record['teacher_eval_accuracy'] == record['each_teacher_eval_accuracy'][0]
