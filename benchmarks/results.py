@@ -31,7 +31,7 @@ MEASURED_PATHS = ('benchmarks', 'components', 'trainer_modules', 'pipelines', 't
                   'pyproject.toml', 'requirements/lock.txt')
 # The order of sections in docs/benchmarks.md.
 ORDER = ('pipeline', 'pruning', 'distillation', 'mnist1d', 'mnist1d_large', 'mnist1d_held_out',
-         'mnist1d_large_mlp', 'mnist1d_mlp_held_out',
+         'mnist1d_large_mlp', 'mnist1d_mlp_held_out', 'mnist1d_mlp_mixup_pseudo',
          'compression', 'distributed', 'ingestion', 'scale', 'beam_modes')
 # Benchmarks with no result at this commit, and why: their old result went stale and its
 # re-run did not fit the session. docs/benchmarks.md says so in the result's place; a test
