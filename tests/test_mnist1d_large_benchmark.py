@@ -119,3 +119,44 @@ def test_the_mlp_held_out_run_is_the_mlp_run_on_the_held_out_seeds_under_its_own
   margin = next(target for target in described['targets'] if 'pseudo' in target['figure'])
   assert margin['value'] == pytest.approx(0.005) and not margin['met']
   assert 'held-out seeds' in described['title']
+
+
+def test_the_mixup_baseline_is_pseudo_labelling_with_ours_mixup_and_ours_is_eval_s_choice():
+  from benchmarks import mnist1d_large_mlp, mnist1d_mlp_mixup_pseudo  # pylint: disable=import-outside-toplevel
+  from tfx_distillery.components.distiller import training  # pylint: disable=import-outside-toplevel
+  settings = mnist1d_mlp_mixup_pseudo.pseudo_with_mixup_settings()
+  pseudo = mnist1d_large.student_settings()['pseudo']
+  assert settings.mixup == 1.0 and pseudo.mixup == 0.0
+  assert settings == pseudo.__class__(**{**pseudo.__dict__, 'mixup': 1.0})
+  assert settings.teacher_targets == 'hard' and settings.learning_rate_schedule == 'cosine'
+  training.validate(settings, num_teachers=1)
+  # Ours per seed is the setting that seed's eval chose in the saved MLP results, all ten.
+  saved = mnist1d_mlp_mixup_pseudo.saved_seeds()
+  assert set(mnist1d_mlp_mixup_pseudo.SEEDS) <= set(saved)
+  assert len(mnist1d_mlp_mixup_pseudo.SEEDS) == 10
+  for seed in mnist1d_mlp_mixup_pseudo.SEEDS:
+    assert saved[seed]['ours_settings'] in mnist1d_large_mlp.student_settings()
+  with pytest.raises(ValueError, match=r'--seeds: \[999\]'):
+    mnist1d_mlp_mixup_pseudo.check_seeds([101, 999], saved)
+
+
+def test_the_mixup_baseline_run_decides_each_seed_group_on_its_own_margins():
+  from benchmarks import mnist1d_mlp_mixup_pseudo  # pylint: disable=import-outside-toplevel
+
+  def figures(seed, ours, pseudo_mixup, reproduced):
+    return {'seed': seed, 'teacher': 0.96, 'saved_teacher': 0.96, 'ours_settings': 'ours-T1-alpha0',
+            'ours': ours, 'saved_ours': ours if reproduced else ours - 0.001,
+            'saved_pseudo': 0.72, 'pseudo_mixup': pseudo_mixup}
+
+  measured = {'seeds': [101, 102, 201, 202], 'budget': mnist1d_large.BUDGET, 'per_seed': [
+      figures(101, 0.76, 0.72, True), figures(102, 0.75, 0.73, True),
+      figures(201, 0.73, 0.73, False), figures(202, 0.74, 0.73, True)]}
+  described = mnist1d_mlp_mixup_pseudo.describe(measured)
+  benchmark_seeds, held_out = described['targets']
+  assert "mnist1d_large_mlp's seeds" in benchmark_seeds['figure']
+  assert benchmark_seeds['seeds'] == [101, 102] and benchmark_seeds['met']
+  assert benchmark_seeds['value'] == pytest.approx(0.03)
+  assert held_out['seeds'] == [201, 202] and not held_out['met']
+  assert held_out['value'] == pytest.approx(0.005)
+  assert 'exactly on 3 of 4 seeds (101, 102, 202)' in described['notes'][0]
+  assert described['tables'][0]['rows'][0][-1] == pytest.approx(0.0)
