@@ -23,7 +23,7 @@ test: $(INSTALLED)
 	$(PYTHON) -m pytest tests
 
 # Every benchmark, each writing docs/results/<name>.json with the files it read, then
-# docs/benchmarks.md from them. Long (about 8 hours on 2 cores); not part of `make test`.
+# docs/benchmarks.md from them. Long (about 9 hours on 2 cores); not part of `make test`.
 # Run it on an idle machine: the timings need one.
 BENCHMARKS := ingestion distributed compression pipeline beam_modes scale pruning distillation mnist1d \
   mnist1d_large mnist1d_held_out mnist1d_large_mlp mnist1d_mlp_held_out mnist1d_mlp_mixup_pseudo

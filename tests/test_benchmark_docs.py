@@ -213,3 +213,18 @@ def test_the_accuracy_tables_docs_mnist1d_quotes_are_the_results(name):
   quoted = [line.split(' | ')[1].rstrip(' |') for line in section.splitlines()
             if line.startswith('| ') and ' ± ' in line]
   assert [row[1] for row in rows] == quoted[:len(rows)]
+
+
+def test_the_mixup_baseline_table_in_docs_mnist1d_is_the_result():
+  """The margins docs/mnist1d.md quotes over pseudo-labelling with mixup are the result's."""
+  with open(os.path.join(results.RESULTS_DIR, 'mnist1d_mlp_mixup_pseudo.json')) as handle:
+    targets = json.load(handle)['result']['targets']
+  with open(os.path.join(results.REPOSITORY, 'docs', 'mnist1d.md')) as handle:
+    document = handle.read()
+  section = document.split('`benchmarks.mnist1d_mlp_mixup_pseudo`\n', 1)[1]
+  for row in targets:
+    seeds = row['seeds']
+    verdict = 'met' if row['met'] else 'missed'
+    line = (f"| {seeds[0]}-{seeds[-1]} | **{row['value']:+.3f} ± {row['std']:.3f}, {verdict}** | "
+            + ', '.join(f'{value:+.3f}' for value in row['values']) + ' |')
+    assert line in section, line
