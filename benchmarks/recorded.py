@@ -3,12 +3,15 @@
 Usage:
   python -m benchmarks.recorded NAME [ARGUMENTS ...]
   e.g. python -m benchmarks.recorded pipeline --save --json
+       python -m benchmarks.recorded mnist1d-large-cnn --save --json
 
-It runs `python -m benchmarks.NAME ARGUMENTS` in place of itself, with
-`benchmarks/opened_files` first on PYTHONPATH: every Python process of the run
-then notes the repository files it opens. With `--save`, the result keeps the
-SHA-256 of each (`depends_on`), so a later change makes stale only the results
-that read the changed file. `make bench` runs every benchmark this way.
+NAME is a result's name (`results.ORDER`): a module, or `<module>-<configuration>` for a
+module with named configurations. It runs `python -m benchmarks.MODULE [--config
+CONFIGURATION] ARGUMENTS` in place of itself, with `benchmarks/opened_files` first on
+PYTHONPATH: every Python process of the run then notes the repository files it opens.
+With `--save`, the result keeps the SHA-256 of each (`depends_on`), so a later change
+makes stale only the results that read the changed file. `make bench` runs every
+benchmark this way, and `make bench-stale` the stale ones.
 """
 
 import os
@@ -34,7 +37,7 @@ def main() -> None:
       [results.OPENED_FILES_HOOK] + [part for part in
                                      [environment.get('PYTHONPATH', '')] if part])
   # exec, not a child: nothing waits, and a signal reaches the benchmark itself.
-  os.execvpe(sys.executable, [sys.executable, '-m', f'benchmarks.{name}', *sys.argv[2:]],
+  os.execvpe(sys.executable, [sys.executable, *results.command_for(name), *sys.argv[2:]],
              environment)
 
 

@@ -6,9 +6,15 @@ the date and the machine. `python -m benchmarks.results` renders
 `docs/benchmarks.md` from those files alone, so no figure in it is typed by
 hand; a test renders it again and fails when the committed file differs.
 
+A result is stale when a file it depends on changed since it was measured. It keeps
+its figures, and the document says so under its heading and in the summary table;
+`make bench-stale` measures the stale ones again.
+
 Usage:
-  python -m benchmarks.results            # writes docs/benchmarks.md
-  python -m benchmarks.results --check    # exits 1 when it is out of date
+  python -m benchmarks.results                # writes docs/benchmarks.md
+  python -m benchmarks.results --check        # exits 1 when it is out of date
+  python -m benchmarks.results --list-stale   # the stale results' names, one a line
+  python -m benchmarks.results --bench-hours  # make bench's time, from the results
 """
 
 import argparse
@@ -29,10 +35,24 @@ DOCUMENT = os.path.join(REPOSITORY, 'docs', 'benchmarks.md')
 # What a benchmark measures: a change here since a result's commit makes it stale.
 MEASURED_PATHS = ('benchmarks', 'components', 'trainer_modules', 'pipelines', 'tfx_distillery',
                   'pyproject.toml', 'requirements/lock.txt')
-# The order of sections in docs/benchmarks.md.
-ORDER = ('pipeline', 'pruning', 'distillation', 'mnist1d', 'mnist1d_large', 'mnist1d_held_out',
-         'mnist1d_large_mlp', 'mnist1d_mlp_held_out', 'mnist1d_mlp_mixup_pseudo',
-         'compression', 'distributed', 'ingestion', 'scale', 'beam_modes')
+# Every result, in the order of sections in docs/benchmarks.md. A result is named after its
+# module (`benchmarks/<name>.py`), or `<module>-<configuration>` for a module run under named
+# configurations (`python -m benchmarks.<module> --config <configuration>`).
+ORDER = ('pipeline', 'pruning', 'distillation', 'mnist1d-small', 'mnist1d-large-cnn',
+         'mnist1d-large-cnn-held-out', 'mnist1d-large-mlp', 'mnist1d-large-mlp-held-out',
+         'mnist1d-mlp-mixup-pseudo', 'compression', 'distributed', 'ingestion', 'scale',
+         'beam_modes')
+
+
+def module_of(name: str) -> str:
+  """`mnist1d-large-cnn` -> `mnist1d`; a result without a configuration is its module."""
+  return name.split('-', 1)[0]
+
+
+def command_for(name: str) -> List[str]:
+  """The `python -m` arguments that measure result `name`."""
+  module, _, configuration = name.partition('-')
+  return ['-m', f'benchmarks.{module}'] + (['--config', configuration] if configuration else [])
 # Benchmarks with no result at this commit, and why: their old result went stale and its
 # re-run did not fit the session. docs/benchmarks.md says so in the result's place; a test
 # fails once a pending benchmark has a result again, so the entry goes with its re-run.
@@ -248,9 +268,10 @@ def save(name: str, argv: List[str], result: Dict[str, Any], seconds: float) -> 
   opened_files_dir = os.environ.get(OPENED_FILES_VARIABLE)
   if opened_files_dir and os.path.isdir(opened_files_dir):
     dependencies = depends_on(opened_files_dir)
-    if f'benchmarks/{name}.py' not in dependencies:
+    if f'benchmarks/{module_of(name)}.py' not in dependencies:
       # The hook did not see the benchmark's own module: trust none of it.
-      print(f'results: no record of benchmarks/{name}.py being opened; the result depends on '
+      print(f'results: no record of benchmarks/{module_of(name)}.py being opened; the result '
+            'depends on '
             'all the measured code', file=sys.stderr)
       dependencies = None
   record = {**provenance(name, argv), 'wall_seconds': round(seconds, 1), 'result': result}
@@ -268,13 +289,43 @@ def save(name: str, argv: List[str], result: Dict[str, Any], seconds: float) -> 
   return path
 
 
+# What every result file holds.
+REQUIRED_KEYS = ('benchmark', 'command', 'commit', 'measured_code_committed',
+                 'measured_code_digest', 'date', 'machine', 'result', 'wall_seconds')
+
+
+def load(path: str) -> Dict[str, Any]:
+  """One result file, checked.
+
+  Raises:
+    ValueError: naming the file, when it is not JSON, lacks a key of `REQUIRED_KEYS`, names a
+      benchmark that is not in `ORDER`, or is not named after the benchmark it holds.
+  """
+  try:
+    with open(path) as handle:
+      record = json.load(handle)
+  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    raise ValueError(f'{path}: cannot be read as a benchmark result: {error}') from error
+  if not isinstance(record, dict):
+    raise ValueError(f'{path}: a benchmark result is a JSON object; got {type(record).__name__}')
+  missing = [key for key in REQUIRED_KEYS if key not in record]
+  if missing:
+    raise ValueError(f'{path}: a benchmark result needs {", ".join(missing)}')
+  if record['benchmark'] not in ORDER:
+    raise ValueError(f'{path}: names benchmark {record["benchmark"]!r}, which does not exist; '
+                     f'expected one of {", ".join(ORDER)}')
+  if os.path.basename(path) != f'{record["benchmark"]}.json':
+    raise ValueError(f'{path}: holds the result of {record["benchmark"]!r}, so its name must be '
+                     f'{record["benchmark"]}.json')
+  return record
+
+
 def load_all(results_dir: str = RESULTS_DIR) -> List[Dict[str, Any]]:
-  """Every saved result, in the document's order."""
+  """Every saved result, in the document's order; a bad file is refused by `load`."""
   records = []
   for file_name in sorted(os.listdir(results_dir)) if os.path.isdir(results_dir) else []:
     if file_name.endswith('.json'):
-      with open(os.path.join(results_dir, file_name)) as handle:
-        records.append(json.load(handle))
+      records.append(load(os.path.join(results_dir, file_name)))
   rank = {name: position for position, name in enumerate(ORDER)}
   return sorted(records, key=lambda record: (rank.get(record['benchmark'], len(ORDER)),
                                              record['benchmark']))
@@ -317,8 +368,48 @@ def _verdict(row: Dict[str, Any]) -> str:
   return verdict + (' (within noise)' if row.get('within_noise') else '')
 
 
-def render(records: List[Dict[str, Any]]) -> str:
-  """docs/benchmarks.md from the saved results."""
+# How many changed files a stale line names before "and N more".
+STALE_FILES_SHOWN = 6
+
+
+def stale_line(record: Dict[str, Any], repository: str = REPOSITORY) -> Optional[str]:
+  """The line under a stale result's heading; None for a result that is current."""
+  changed = stale_files(record, repository)
+  if not changed:
+    return None
+  shown = ', '.join(f'`{path}`' for path in changed[:STALE_FILES_SHOWN])
+  more = len(changed) - STALE_FILES_SHOWN
+  return (f"**stale: measured at `{record['commit'][:7]}`; changed since: {shown}"
+          + (f' and {more} more' if more > 0 else '') + '.** Its figures are that commit\'s, '
+          f"not this one's: `make bench-stale` measures it again.")
+
+
+def stale_names(records: List[Dict[str, Any]], repository: str = REPOSITORY) -> List[str]:
+  """The results a file they depend on changed since, in the document's order."""
+  return [record['benchmark'] for record in records if stale_files(record, repository)]
+
+
+def _value_with_spread(row: Dict[str, Any]) -> str:
+  value = _cell(row['value'])
+  return value + (f" ± {_cell(row['std'])}" if row.get('std') is not None else '')
+
+
+def summary_table(records: List[Dict[str, Any]], stale: List[str]) -> List[str]:
+  """One line per target of every result: its value with the spread, verdict and commit."""
+  rows = []
+  for record in records:
+    measured_at = f"`{record['commit'][:7]}`" + (' **stale**' if record['benchmark'] in stale
+                                                 else '')
+    for row in record['result'].get('targets', []):
+      rows.append([row['figure'], _value_with_spread(row), row['target'], _verdict(row),
+                   measured_at])
+  return _markdown_table(['figure', 'value ± std over seeds', 'target', 'verdict',
+                          'measured at'], rows)
+
+
+def render(records: List[Dict[str, Any]], repository: str = REPOSITORY) -> str:
+  """docs/benchmarks.md from the saved results, each stale one marked under its heading."""
+  stale = stale_names(records, repository)
   lines = [
       '# Measured results',
       '',
@@ -327,16 +418,25 @@ def render(records: List[Dict[str, Any]]) -> str:
       '',
       'Every figure below is read from `docs/results/<name>.json`, which `make bench` (or '
       'the command shown) wrote on the commit and machine named with it. A test '
-      'renders this file again and fails when it differs, and another fails when a file '
-      'a result depends on changed after the commit it names: the files its processes '
+      'renders this file again and fails when it differs. A result is **stale** when a file '
+      'it depends on changed after the commit it names: the files its processes '
       'opened, with the schemas and the lock file (run through `python -m benchmarks.recorded`'
-      ', as `make bench` does), else all the measured code. Accuracies are fractions '
+      ', as `make bench` does), else all the measured code. A stale result keeps its figures, '
+      'marked with the commit they were measured at and what changed since; '
+      '`make bench-stale` measures the stale ones again. Accuracies are fractions '
       '(0.01 is one point) on the held-out `test` split unless a table says otherwise. '
       'Missed targets stay in the tables, marked **missed**. A figure measured over seeds '
       'is their mean, decided on the mean, with the standard deviation beside it; "within '
       'noise" marks a target inside one standard deviation of the mean.',
       '',
+      f'{len(stale)} of {len(records)} results are stale'
+      + (f": {', '.join(stale)}." if stale else '.'),
+      '',
+      '## Every target',
+      '',
   ]
+  lines += summary_table(records, stale)
+  lines.append('')
   rank = {name: position for position, name in enumerate(ORDER)}
   measured = {record['benchmark'] for record in records}
   pending = sorted((name for name in PENDING if name not in measured), key=rank.get)
@@ -345,15 +445,19 @@ def render(records: List[Dict[str, Any]]) -> str:
     while pending and rank[pending[0]] < rank.get(record['benchmark'], len(ORDER)):
       lines += _pending_section(pending.pop(0))
     result, machine_info = record['result'], record['machine']
+    lines += [f"## {result.get('title', record['benchmark'])}", '']
+    if record['benchmark'] in stale:
+      lines += [stale_line(record, repository), '']
     lines += [
-        f"## {result.get('title', record['benchmark'])}",
-        '',
         f"`{record['command']}` at commit `{record['commit'][:7]}`"
         + ('' if record['measured_code_committed'] else ' **with uncommitted changes**')
         + f", {record['date']}, {machine_info['cpu_count']} × {machine_info['cpu_model']} "
         f"({machine_info['system']}), {_cell(record['wall_seconds'])} s"
         + (f"; depends on {len(record['depends_on'])} files." if 'depends_on' in record
-           else '; depends on all the measured code.'),
+           else '; depends on all the measured code.')
+        + (f" Saved as `{record['benchmark']}`; measured as `{record['renamed_from']}` "
+           'before the benchmark\'s modules were folded into one.'
+           if record.get('renamed_from') else ''),
         '',
     ]
     if result.get('summary'):
@@ -377,6 +481,11 @@ def render(records: List[Dict[str, Any]]) -> str:
   return '\n'.join(lines).rstrip() + '\n'
 
 
+def bench_hours(records: List[Dict[str, Any]]) -> float:
+  """`make bench`'s time: the sum of every result's own wall time, in hours."""
+  return sum(record['wall_seconds'] for record in records) / 3600
+
+
 def _pending_section(name: str) -> List[str]:
   return [f'## {name}: no result at this commit', '', PENDING[name], '']
 
@@ -385,8 +494,22 @@ def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--check', action='store_true',
                       help='exit 1 when docs/benchmarks.md differs from a fresh render')
+  parser.add_argument('--list-stale', action='store_true',
+                      help='print the stale results\' names, one a line (none: nothing)')
+  parser.add_argument('--bench-hours', action='store_true',
+                      help='print make bench\'s time: the sum of the results\' wall times')
+  parser.add_argument('--results-dir', default=RESULTS_DIR,
+                      help='where the results are (default docs/results)')
   args = parser.parse_args()
-  text = render(load_all())
+  records = load_all(args.results_dir)
+  if args.list_stale:
+    for name in stale_names(records):
+      print(name)
+    return 0
+  if args.bench_hours:
+    print(f'{bench_hours(records):.1f}')
+    return 0
+  text = render(records)
   if args.check:
     with open(DOCUMENT) as handle:
       if handle.read() != text:

@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -10,8 +11,7 @@ import pytest
 
 from benchmarks import results
 
-REQUIRED = ('benchmark', 'command', 'commit', 'measured_code_committed', 'measured_code_digest',
-            'date', 'machine', 'result')
+REQUIRED = results.REQUIRED_KEYS
 
 
 def test_the_committed_document_is_what_the_results_render_to():
@@ -34,13 +34,13 @@ def test_every_benchmark_has_a_result_with_its_provenance_or_is_pending_with_a_r
 
 
 def test_a_pending_benchmark_keeps_its_place_in_the_document_with_its_reason(monkeypatch):
-  monkeypatch.setattr(results, 'PENDING', {'mnist1d': 'Not re-run yet: the reason.'})
-  records = [record for record in results.load_all() if record['benchmark'] != 'mnist1d']
+  monkeypatch.setattr(results, 'PENDING', {'mnist1d-small': 'Not re-run yet: the reason.'})
+  records = [record for record in results.load_all() if record['benchmark'] != 'mnist1d-small']
   text = results.render(records)
-  pending = text.index('## mnist1d: no result at this commit\n\nNot re-run yet: the reason.')
+  pending = text.index('## mnist1d-small: no result at this commit\n\nNot re-run yet: the reason.')
   titles = {record['benchmark']: text.index(f"## {record['result']['title']}")
-            for record in records if record['benchmark'] in ('distillation', 'mnist1d_large')}
-  assert titles['distillation'] < pending < titles['mnist1d_large']
+            for record in records if record['benchmark'] in ('distillation', 'mnist1d-large-cnn')}
+  assert titles['distillation'] < pending < titles['mnist1d-large-cnn']
 
 
 def test_missed_targets_are_shown_as_missed():
@@ -51,14 +51,159 @@ def test_missed_targets_are_shown_as_missed():
         assert f"| {target['figure']} |" in text and '**missed**' in text
 
 
-def test_no_result_is_stale():
-  """Every file a result depends on is byte for byte what it was measured on."""
-  for record in results.load_all():
+def _document_sections(text):
+  """{heading: the section's text} of a markdown document, split at every heading."""
+  sections, heading = {}, ''
+  for line in text.splitlines():
+    if line.startswith('#'):
+      heading = line.lstrip('#').strip()
+    sections[heading] = sections.get(heading, '') + line + '\n'
+  return sections
+
+
+def test_every_stale_result_is_marked_in_the_document_and_no_current_one_is():
+  """Under each result's heading: the stale line with its commit and changed files, or none."""
+  with open(results.DOCUMENT) as handle:
+    sections = _document_sections(handle.read())
+  records = results.load_all()
+  stale = results.stale_names(records)
+  for record in records:
+    section = sections[record['result']['title']]
     changed = results.stale_files(record)
-    assert not changed, (
-        f"{record['benchmark']} was measured at {record['commit'][:7]}, and since then "
-        f"{', '.join(changed[:5])} changed: re-run it (python -m benchmarks.recorded "
-        f"{record['benchmark']} --save --json)")
+    if record['benchmark'] in stale:
+      assert f"**stale: measured at `{record['commit'][:7]}`; changed since: `{changed[0]}`" in (
+          section), f"{record['benchmark']} is stale and its section does not say so"
+      assert 'make bench-stale' in section
+    else:
+      assert 'stale' not in section.lower(), (
+          f"{record['benchmark']} is current and its section calls it stale")
+  summary = sections['Every target']
+  for record in records:
+    for target in record['result'].get('targets', []):
+      line = next(line for line in summary.splitlines()
+                  if line.startswith(f"| {results._cell(target['figure'])} |"))
+      assert line.endswith(f"`{record['commit'][:7]}` **stale** |" if record['benchmark'] in stale
+                           else f"`{record['commit'][:7]}` |"), line
+
+
+def _stale_record(benchmark='pipeline'):
+  """A result measured on a shapes.py that has changed since, and a schema that has not."""
+  schema = 'pipelines/schemas/taxi.pbtxt'
+  return {'benchmark': benchmark, 'command': f'python -m benchmarks.{benchmark}',
+          'commit': 'b' * 40, 'measured_code_committed': True, 'measured_code_digest': 'x',
+          'date': 'd', 'wall_seconds': 3600.0, 'machine': {'cpu_count': 2, 'cpu_model': 'm',
+                                                           'system': 's'},
+          'depends_on': {'components/common/shapes.py': '0' * 64,
+                         schema: results._file_digest(os.path.join(results.REPOSITORY, schema))},
+          'result': {'title': 'Example', 'targets': [results.over_seeds(
+              'speed-up', [2.0, 2.2], [1, 2], 1.5)]}}
+
+
+def test_a_result_a_change_made_stale_is_rendered_with_its_commit_and_what_changed():
+  record = _stale_record()
+  text = results.render([record])
+  assert ('## Example\n\n**stale: measured at `bbbbbbb`; changed since: '
+          '`components/common/shapes.py`.**') in text
+  assert '1 of 1 results are stale: pipeline.' in text
+  assert '| speed-up, mean of 2 (1, 2) | 2.100 ± 0.1414 | >= 1.5 | met | `bbbbbbb` **stale** |' in (
+      text)
+  # Once the file is what it was measured on, the result is current and nothing says stale.
+  record['depends_on'] = {'pipelines/schemas/taxi.pbtxt':
+                          record['depends_on']['pipelines/schemas/taxi.pbtxt']}
+  current = results.render([record])
+  assert '**stale: measured at' not in current and '`bbbbbbb` **stale**' not in current
+  assert '0 of 1 results are stale.' in current
+
+
+def test_list_stale_names_the_stale_results_and_bench_stale_with_none_says_so(tmp_path):
+  (tmp_path / 'pipeline.json').write_text(json.dumps(_stale_record('pipeline')))
+  current = _stale_record('pruning')
+  del current['depends_on']['components/common/shapes.py']
+  (tmp_path / 'pruning.json').write_text(json.dumps(current))
+  listed = subprocess.run([sys.executable, '-m', 'benchmarks.results', '--list-stale',
+                           '--results-dir', str(tmp_path)], cwd=results.REPOSITORY,
+                          capture_output=True, text=True, timeout=120, check=True)
+  assert listed.stdout.split() == ['pipeline']
+  # With nothing stale, `make bench-stale` says so, runs nothing and exits 0. (-o: the venv
+  # counts as installed, so make never reinstalls it here.)
+  (tmp_path / 'pipeline.json').unlink()
+  finished = subprocess.run(['make', '--no-print-directory', '-o', '.venv/.installed',
+                             'bench-stale', f'RESULTS_DIR={tmp_path}',
+                             f'PYTHON={sys.executable}'],
+                            cwd=results.REPOSITORY, capture_output=True, text=True, timeout=120)
+  assert finished.returncode == 0, finished.stderr
+  assert finished.stdout.strip() == 'bench-stale: no result is stale'
+
+
+@pytest.mark.parametrize('content, message', [
+    ('{"benchmark": "pipeline", ', 'cannot be read as a benchmark result'),
+    ('[]', 'a benchmark result is a JSON object'),
+    ('{"benchmark": "pipeline"}', 'a benchmark result needs command, commit'),
+])
+def test_a_result_file_that_cannot_be_read_is_refused_naming_the_file(tmp_path, content,
+                                                                       message):
+  (tmp_path / 'pipeline.json').write_text(content)
+  with pytest.raises(ValueError, match='pipeline.json: ' + message):
+    results.load_all(str(tmp_path))
+
+
+def test_a_result_naming_a_benchmark_that_does_not_exist_is_refused_naming_the_file(tmp_path):
+  (tmp_path / 'mnist1d_large.json').write_text(json.dumps(_stale_record('mnist1d_large')))
+  with pytest.raises(ValueError, match=r"mnist1d_large.json: names benchmark 'mnist1d_large', "
+                     r'which does not exist; expected one of pipeline, pruning'):
+    results.load_all(str(tmp_path))
+  (tmp_path / 'mnist1d_large.json').rename(tmp_path / 'pruning.json')
+  (tmp_path / 'pruning.json').write_text(json.dumps(_stale_record('pipeline')))
+  with pytest.raises(ValueError, match='pruning.json: holds the result of .pipeline.'):
+    results.load_all(str(tmp_path))
+
+
+def _result_names_in(section: str):
+  """The results a section of prose names: its result file, recorded name or command.
+
+  A command in a fenced code block is how to run it, not a quote of its figures.
+  """
+  section = re.sub(r'```.*?```', '', section, flags=re.DOTALL)
+  named = set()
+  for name in results.ORDER:
+    module, _, configuration = name.partition('-')
+    spellings = [f'results/{name}.json', f'recorded {name} ', f'`{name}`']
+    spellings += ([f'--config {configuration}'] if configuration else
+                  [f'benchmarks.{name} ', f'benchmarks.{name}`'])
+    if any(spelling in section for spelling in spellings):
+      named.add(name)
+  return named
+
+
+def test_no_document_quotes_a_stale_result_as_current():
+  """A README or docs section that names a stale result says it is stale, at its commit."""
+  records = {record['benchmark']: record for record in results.load_all()}
+  stale = set(results.stale_names(list(records.values())))
+  documents = ['README.md'] + [os.path.join('docs', name) for name in
+                               sorted(os.listdir(os.path.join(results.REPOSITORY, 'docs')))
+                               if name.endswith('.md') and name != 'benchmarks.md']
+  checked = 0
+  for document in documents:
+    with open(os.path.join(results.REPOSITORY, document)) as handle:
+      sections = _document_sections(handle.read())
+    for heading, section in sections.items():
+      for name in _result_names_in(section) & stale:
+        checked += 1
+        # The commit a section's figures come from may be older than the saved result's.
+        assert re.search(r'stale: measured at `[0-9a-f]{7}`', section), (
+            f'{document}, section "{heading}", quotes {name}, which is stale: mark it '
+            "'stale: measured at `COMMIT`' with the commit of its figures")
+  assert checked or not stale
+
+
+def test_a_section_that_quotes_a_stale_result_without_the_mark_is_caught():
+  section = ('## The larger teacher\n\n`python -m benchmarks.mnist1d --config large-cnn` gave '
+             '0.9555 on eval.\n')
+  assert _result_names_in(section) == {'mnist1d-large-cnn'}
+  assert _result_names_in('`python -m benchmarks.pruning --chains taxi`') == {'pruning'}
+  assert _result_names_in('see `docs/results/pipeline.json`') == {'pipeline'}
+  assert not _result_names_in('benchmarks.pipeline_helpers')
+  assert not _result_names_in('Run it:\n```\npython -m benchmarks.pruning --json\n```\n')
 
 
 def _recorded_run(tmp_path, code):
@@ -140,6 +285,7 @@ def test_a_figure_over_seeds_is_decided_on_its_mean_and_says_when_within_noise()
                              higher_is_better=False)
   assert not clear['met'] and not clear['within_noise'] and clear['target'] == '<= 0.01'
   text = results.render([{'benchmark': 'x', 'command': 'c', 'commit': '0' * 40,
+                          'measured_code_digest': results.measured_code_digest(),
                           'measured_code_committed': True, 'date': 'd', 'wall_seconds': 1,
                           'machine': {'cpu_count': 2, 'cpu_model': 'm', 'system': 's'},
                           'result': {'targets': [noisy, clear]}}])
@@ -148,13 +294,14 @@ def test_a_figure_over_seeds_is_decided_on_its_mean_and_says_when_within_noise()
 
 
 def test_render_marks_missed_and_met(tmp_path):
-  record = {'benchmark': 'example', 'command': 'python -m benchmarks.example', 'commit': 'a' * 40,
+  record = {'benchmark': 'scale', 'command': 'python -m benchmarks.scale', 'commit': 'a' * 40,
+            'measured_code_digest': results.measured_code_digest(),
             'measured_code_committed': True, 'date': '2026-01-01 00:00 UTC',
             'machine': {'cpu_count': 2, 'cpu_model': 'CPU', 'system': 'Linux'},
             'wall_seconds': 1.0,
             'result': {'targets': [results.target('fast', 0.5, '>= 1', False),
                                    results.target('small', 2.0, '<= 3', True)]}}
-  (tmp_path / 'example.json').write_text(json.dumps(record))
+  (tmp_path / 'scale.json').write_text(json.dumps(record))
   text = results.render(results.load_all(str(tmp_path)))
   assert '| fast | 0.5000 |  | >= 1 | **missed** |' in text
   assert '| small | 2.000 |  | <= 3 | met |' in text
@@ -194,21 +341,32 @@ def test_recorded_refuses_a_benchmark_that_does_not_exist():
   assert "unknown benchmark 'pipelines'" in finished.stderr and 'pipeline,' in finished.stderr
 
 
-def test_make_bench_runs_every_benchmark_the_document_has_a_place_for():
+def test_make_bench_all_runs_every_benchmark_the_document_has_a_place_for_and_states_its_time():
   with open(os.path.join(results.REPOSITORY, 'Makefile')) as handle:
     text = handle.read()
-  listed = text.split('BENCHMARKS :=', 1)[1].split('\nbench:', 1)[0]
-  assert sorted(listed.replace('\\', ' ').split()) == sorted(results.ORDER)
+
+  def listed(variable):
+    value = text.split(f'{variable} :=', 1)[1].split('\n')
+    lines = [value[0]] + ([value[1]] if value[0].rstrip().endswith('\\') else [])
+    return ' '.join(lines).replace('\\', ' ').split()
+
+  bench, rechecks = listed('BENCHMARKS'), listed('RECHECKS')
+  assert sorted(bench + rechecks) == sorted(results.ORDER) and not set(bench) & set(rechecks)
+  records = {record['benchmark']: record for record in results.load_all()}
+  hours = results.bench_hours([records[name] for name in bench])
+  all_hours = results.bench_hours(list(records.values()))
+  assert f'on its first seeds ({hours:.1f} hours' in text
+  assert f'against the stronger baseline ({all_hours:.1f} hours)' in text
 
 
-@pytest.mark.parametrize('name', ['mnist1d_large_mlp', 'mnist1d_mlp_held_out'])
+@pytest.mark.parametrize('name', ['mnist1d-large-mlp', 'mnist1d-large-mlp-held-out'])
 def test_the_accuracy_tables_docs_mnist1d_quotes_are_the_results(name):
   """Each student row of the benchmark's table appears in docs/mnist1d.md as it was measured."""
   with open(os.path.join(results.RESULTS_DIR, f'{name}.json')) as handle:
     rows = json.load(handle)['result']['tables'][0]['rows']
   with open(os.path.join(results.REPOSITORY, 'docs', 'mnist1d.md')) as handle:
     document = handle.read()
-  section = document.split(f'`benchmarks.{name}`\n', 1)[1].split('\n## ', 1)[0]
+  section = document.split(f'`{name}`\n', 1)[1].split('\n## ', 1)[0]
   # The first figure column: a held-out table quotes the benchmark's beside it.
   quoted = [line.split(' | ')[1].rstrip(' |') for line in section.splitlines()
             if line.startswith('| ') and ' ± ' in line]
@@ -217,11 +375,11 @@ def test_the_accuracy_tables_docs_mnist1d_quotes_are_the_results(name):
 
 def test_the_mixup_baseline_table_in_docs_mnist1d_is_the_result():
   """The margins docs/mnist1d.md quotes over pseudo-labelling with mixup are the result's."""
-  with open(os.path.join(results.RESULTS_DIR, 'mnist1d_mlp_mixup_pseudo.json')) as handle:
+  with open(os.path.join(results.RESULTS_DIR, 'mnist1d-mlp-mixup-pseudo.json')) as handle:
     targets = json.load(handle)['result']['targets']
   with open(os.path.join(results.REPOSITORY, 'docs', 'mnist1d.md')) as handle:
     document = handle.read()
-  section = document.split('`benchmarks.mnist1d_mlp_mixup_pseudo`\n', 1)[1]
+  section = document.split('`mnist1d-mlp-mixup-pseudo`\n', 1)[1]
   for row in targets:
     seeds = row['seeds']
     verdict = 'met' if row['met'] else 'missed'

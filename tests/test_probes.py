@@ -42,19 +42,23 @@ def load_settings_probe():
 
 
 def test_the_settings_probe_tries_valid_settings_and_its_control_is_the_benchmarks():
-  from benchmarks import mnist1d_large  # pylint: disable=import-outside-toplevel
+  from benchmarks import mnist1d  # pylint: disable=import-outside-toplevel
   from tfx_distillery.components.distiller import training  # pylint: disable=import-outside-toplevel
   probe = load_settings_probe()
   for name in probe.SETTINGS:
     training.validate(probe.settings_for(name), num_teachers=probe.TEACHERS.get(name, 1))
-  # The row named "the benchmark's" must be what mnist1d_large trains for ours.
-  assert probe.settings_for('benchmark') == mnist1d_large.student_settings()['ours-alpha0.5']
+  # The row named "the benchmark's" must be what the large-cnn configuration trains for ours.
+  large_cnn = mnist1d.CONFIGURATIONS['large-cnn']
+  assert probe.settings_for('benchmark') == mnist1d.student_settings(large_cnn)[
+      mnist1d.ours_name(1.0, 0.5)]
+  assert probe.STUDENTS['cnn'][0] == {'architecture': 'cnn', 'filters': 16}
 
 
 def test_the_ensemble_settings_add_teachers_on_seeds_no_benchmark_uses():
-  from benchmarks import mnist1d, mnist1d_held_out  # pylint: disable=import-outside-toplevel
+  from benchmarks import mnist1d  # pylint: disable=import-outside-toplevel
   probe = load_settings_probe()
-  benchmark_seeds = set(mnist1d.SEEDS) | set(mnist1d_held_out.HELD_OUT_SEEDS)
+  benchmark_seeds = {seed for configuration in mnist1d.CONFIGURATIONS.values()
+                     for seed in configuration.seeds}
   for seed in probe.SEEDS:
     assert probe.teacher_seeds(seed, 'benchmark') == [seed]
     ensemble = probe.teacher_seeds(seed, 'benchmark-3teachers')

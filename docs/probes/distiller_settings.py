@@ -1,10 +1,10 @@
 """A probe, not a benchmark: other soft-term settings through the Distiller executor, on eval.
 
-Before a change to `benchmarks/mnist1d_large.py` (which makes its 2-hour result and the
-held-out one stale), this trains the same teacher, student and budget on two of its seeds
+Before a change to `benchmarks/mnist1d.py`'s `large-cnn` configuration (which makes its
+2-hour result and the held-out one stale), this trains the same teacher, student and budget on two of its seeds
 with the 50,000-row pool, once per setting below, and prints each student's eval accuracy,
 which is what chooses, one JSON line each, appended to OUT.jsonl. No test figure is
-kept (mnist1d_large's `run_teacher` measures the teacher on test; the probe drops it).
+kept (mnist1d's `run_teacher` measures the teacher on test; the probe drops it).
 About 20 minutes on 2 cores.
 
 `--student mlp` trains the MNIST-1D MLP (6,538 parameters, 6.2% of the teacher) instead of
@@ -14,7 +14,7 @@ records its steps.
 
 Other settings ask other questions: `pseudo-mixup1` (both students) is pseudo-labelling with
 ours' mixup, to see how much of ours' lead over pseudo-labelling is mixup's; `T1-alpha0` (the
-MLP) is what mnist1d_large_mlp's eval chose; the CNN's `-3teachers` settings distil from three
+MLP) is what `large-mlp`'s eval chose; the CNN's `-3teachers` settings distil from three
 teachers per seed (its own and seeds + 1000 and + 2000, the Distiller's multi-teacher
 `average` mode, equal weights), the one lever from the literature not yet tried: an
 ensemble's averaged distribution carries more than one teacher's. Each line records the
@@ -42,7 +42,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 from benchmarks import common
 from benchmarks import distillation
 from benchmarks import mnist1d
-from benchmarks import mnist1d_large
 from tfx_distillery.components.common import evaluation
 from tfx_distillery.components.common import measuring
 from tfx_distillery.components.common import reading
@@ -52,6 +51,8 @@ from tfx_distillery.components.distiller import training
 
 SEEDS = (101, 102)
 POOL_ROWS = 50000
+# The benchmark configuration the probe mirrors: its teacher, student, budget and decay.
+LARGE_CNN = mnist1d.CONFIGURATIONS['large-cnn']
 # Setting name -> changes to ours' settings; None: the benchmark's baseline of that name.
 SETTINGS = {
     'benchmark': {'temperature': 1.0, 'alpha': 0.5},
@@ -59,7 +60,7 @@ SETTINGS = {
     'T0.5-alpha0': {'temperature': 0.5, 'alpha': 0.0},
     # The mirror's best for the MLP (there without mixup).
     'T2-alpha0': {'temperature': 2.0, 'alpha': 0.0},
-    # mnist1d_large_mlp's choice on eval in 9 of 10 seeds and pools.
+    # large-mlp's choice on eval in 9 of 10 seeds and pools.
     'T1-alpha0': {'temperature': 1.0, 'alpha': 0.0},
     'pseudo': None,
     'scratch': None,
@@ -74,7 +75,7 @@ TEACHERS = {'benchmark-3teachers': 3, 'pseudo-3teachers': 3}
 TEACHER_SEED_STEP = 1000
 # Student -> (its hyperparameters, the settings it trains).
 STUDENTS = {
-    'cnn': (mnist1d_large.STUDENT_HYPERPARAMETERS,
+    'cnn': ({'architecture': 'cnn', **LARGE_CNN.architectures['cnn']},
             ('benchmark', 'noise0.1', 'T0.5-alpha0', 'pseudo', 'pseudo-mixup1',
              'benchmark-3teachers', 'pseudo-3teachers')),
     'mlp': ({'architecture': 'mlp'}, ('benchmark', 'T2-alpha0', 'pseudo', 'scratch',
@@ -85,9 +86,9 @@ STUDENTS = {
 def settings_for(name: str) -> training.DistillationSettings:
   """The Distiller settings of one probe setting, mixup and the decay as the benchmark's."""
   if name in ('pseudo', 'scratch'):
-    return mnist1d_large.student_settings()[name]
+    return mnist1d.student_settings(LARGE_CNN)[name]
   ours = training.DistillationSettings(train_baseline=False,
-                                       learning_rate_schedule=mnist1d_large.SCHEDULE)
+                                       learning_rate_schedule=LARGE_CNN.schedule)
   return dataclasses.replace(ours, **SETTINGS[name])
 
 
@@ -113,7 +114,7 @@ def teachers_eval_accuracy(teacher_uris: list, uris: tuple, dataset) -> float:
 
 def run_student(work_dir: str, dataset, uris: tuple, teacher_uris: list, seed: int, name: str,
                 pool_uri: str, student: str = 'cnn',
-                budget: dict = mnist1d_large.BUDGET) -> dict:
+                budget: dict = mnist1d.LARGE_BUDGET) -> dict:
   """One student by the Distiller executor (with the pool but scratch); eval accuracies."""
   transformed_uri, graph_uri, _ = uris
   inputs = common.executor_inputs(transformed_uri, graph_uri)
@@ -141,7 +142,7 @@ def main() -> None:
   parser.add_argument('--student', choices=sorted(STUDENTS), default='cnn')
   parser.add_argument('--settings', help='comma-separated: only these of the student\'s')
   parser.add_argument('--student-steps', type=int, help='every student\'s steps (default: '
-                      f'the benchmark\'s {mnist1d_large.BUDGET["student_steps"]:,})')
+                      f'the benchmark\'s {mnist1d.LARGE_BUDGET["student_steps"]:,})')
   args = parser.parse_args()
   if args.student_steps is not None and args.student_steps < 1:
     parser.error(f'--student-steps must be a positive number of steps; got {args.student_steps}')
@@ -153,7 +154,7 @@ def main() -> None:
                    f'student\'s settings {list(names)}')
     names = [name for name in names if name in args.settings.split(',')]
   work_dir, output_path, student = args.work_dir, args.output_path, args.student
-  budget = dict(mnist1d_large.BUDGET)
+  budget = dict(mnist1d.LARGE_BUDGET)
   if args.student_steps:
     budget['student_steps'] = args.student_steps
   prepared = mnist1d.prepare(work_dir, (POOL_ROWS,), ())
@@ -161,8 +162,8 @@ def main() -> None:
   seeds_needed = sorted({teacher_seed for seed in SEEDS for name in names
                          for teacher_seed in teacher_seeds(seed, name)})
   with common.process_pool(mnist1d.PROCESSES) as pool:
-    teachers = {seed: pool.submit(mnist1d_large.run_teacher, work_dir, dataset, transformed,
-                                  seed) for seed in seeds_needed}
+    teachers = {seed: pool.submit(mnist1d.run_teacher, work_dir, dataset, transformed, seed,
+                                  LARGE_CNN.name) for seed in seeds_needed}
     teachers = {seed: future.result(timeout=mnist1d.TASK_TIMEOUT_S)['uri']
                 for seed, future in teachers.items()}
     futures = [(seed, name, pool.submit(run_student, work_dir, dataset, transformed,

@@ -255,7 +255,7 @@ def student_jobs(data: str, work: str):
 
 def temperature_jobs(data: str, work: str):
   """Ours at each temperature and alpha, and pseudo-labels, per pool size: the 16-filter
-  CNN and the 128-filter teacher (benchmarks/mnist1d_large.py's setting), 20,000 steps."""
+  CNN and the 128-filter teacher (benchmarks/mnist1d.py's `large-cnn` configuration), 20,000 steps."""
   jobs = []
   common = {'architecture': 'cnn', 'width': 16, 'teacher_filters': 128,
             'schedule': 'cosine', 'steps': dict(SCHEDULES)['cosine'], 'data': data,
