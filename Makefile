@@ -19,8 +19,13 @@ $(INSTALLED): pyproject.toml requirements/lock.txt scripts/setup_venv.sh
 demo: $(INSTALLED)
 	DISTILLERY_HOME=$(CURDIR) $(VENV)/bin/distillery run --dataset taxi
 
+# The test command: every test but the long end-to-end runs (about 15 minutes on 2 cores).
 test: $(INSTALLED)
-	$(PYTHON) -m pytest tests
+	$(PYTHON) -m pytest tests -m "not e2e"
+
+# The full check: the long end-to-end runs that `make test` leaves out. CI runs both.
+test-e2e: $(INSTALLED)
+	$(PYTHON) -m pytest tests -m e2e
 
 # The benchmarks, each writing docs/results/<name>.json with the files it read, then
 # docs/benchmarks.md from them; not part of the tests. Run them on an idle machine: the

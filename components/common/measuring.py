@@ -600,13 +600,21 @@ def measure(model_dir: str, evaluation_set: EvaluationSet, latency_runs: int = 1
   if scorer.output_kind is None:
     scorer.resolve_output_kind(next(evaluation_set.batches(64)))
   correct = correct_predictions(scorer, evaluation_set)
-  measured = {'format': scorer.format,
-              'output_kind': scorer.output_kind,
+  measured = _figures(scorer.format, correct, evaluation_set, size_bytes(model_dir),
+                      latency_ms(scorer, evaluation_set, latency_runs), keep_correct)
+  measured['output_kind'] = scorer.output_kind
+  return measured
+
+
+def _figures(model_format: str, correct: np.ndarray, evaluation_set: EvaluationSet,
+             size: int, latency: float, keep_correct: bool) -> Dict[str, object]:
+  """The figures every kind of model reports, in one place."""
+  measured = {'format': model_format,
               'accuracy': float(np.mean(correct)),
               'accuracy_interval': accuracy_interval(correct),
               'majority_accuracy': majority_accuracy(evaluation_set.labels),
-              'size_bytes': size_bytes(model_dir),
-              'latency_ms': latency_ms(scorer, evaluation_set, latency_runs),
+              'size_bytes': size,
+              'latency_ms': latency,
               'examples': evaluation_set.size,
               'split': evaluation_set.split}
   if keep_correct:
@@ -657,18 +665,9 @@ def measure_raw_flatbuffer(model_dir: str, evaluation_set: EvaluationSet,
   def call():
     return predictor.scores_one(predictor.row_inputs(row))
 
-  correct = classes == evaluation_set.labels
-  measured = {'format': 'tflite_raw',
-              'accuracy': float(np.mean(correct)),
-              'accuracy_interval': accuracy_interval(correct),
-              'majority_accuracy': majority_accuracy(evaluation_set.labels),
-              'size_bytes': int(tf.io.gfile.stat(predictor.path).length),
-              'latency_ms': median_latency_ms(call, latency_runs),
-              'examples': evaluation_set.size,
-              'split': evaluation_set.split}
-  if keep_correct:
-    measured[CORRECT_KEY] = correct
-  return measured
+  return _figures('tflite_raw', classes == evaluation_set.labels, evaluation_set,
+                  int(tf.io.gfile.stat(predictor.path).length),
+                  median_latency_ms(call, latency_runs), keep_correct)
 
 
 def gzip_bytes(content: bytes) -> int:

@@ -25,6 +25,7 @@ from tensorflow_transform.tf_metadata import schema_utils
 
 from tfx_distillery.components.common import evaluation
 from tfx_distillery.components.common import labels as label_checks
+from tfx_distillery.components.common import measuring
 from tfx_distillery.components.common import modules
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.common import reading
@@ -514,12 +515,6 @@ def copy_atomically(source: str, target: str) -> None:
   tf.io.gfile.rename(target + '.tmp', target, overwrite=True)
 
 
-def write_text_atomically(text: str, target: str) -> None:
-  with tf.io.gfile.GFile(target + '.tmp', 'w') as handle:
-    handle.write(text)
-  tf.io.gfile.rename(target + '.tmp', target, overwrite=True)
-
-
 @beam.ptransform_fn
 def CopyStatistics(examples, source: str, stats_output_loc: Dict[str, str],  # pylint: disable=invalid-name
                    stats_options):
@@ -532,8 +527,8 @@ def CopyStatistics(examples, source: str, stats_output_loc: Dict[str, str],  # p
     return copied, None, None
   written = (pipeline
              | 'CreateSchema' >> beam.Create([text_format.MessageToString(stats_options.schema)])
-             | 'WriteSchema' >> beam.Map(write_text_atomically,
-                                         stats_output_loc[transform_executor._SCHEMA_KEY]))  # pylint: disable=protected-access
+             | 'WriteSchema' >> beam.Map(lambda schema_text, target: measuring.write_atomically(
+                 target, schema_text), stats_output_loc[transform_executor._SCHEMA_KEY]))  # pylint: disable=protected-access
   return copied, written, None
 
 
