@@ -19,6 +19,9 @@ from tfx_distillery.pipelines import summary
 from tests import helpers
 from tests.conformance import chain
 
+# Long: TFX's imdb pipeline through our chain (make test-e2e).
+pytestmark = pytest.mark.e2e
+
 IMDB = os.path.join(chain.TFX_ROOT, 'examples', 'imdb')
 NAME = 'imdb-distilled'
 

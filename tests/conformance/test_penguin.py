@@ -21,6 +21,9 @@ from tfx_distillery.pipelines import summary
 from tests import helpers
 from tests.conformance import chain
 
+# Long: TFX's penguin pipeline through our chain (make test-e2e).
+pytestmark = pytest.mark.e2e
+
 NAME = 'penguin-distilled'
 SIZE_SEARCH = 'SizeSearchDistiller'
 MAX_ACCURACY_DROP = 0.05

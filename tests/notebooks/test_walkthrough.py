@@ -7,6 +7,10 @@ import nbformat
 from ml_metadata.proto import metadata_store_pb2
 
 from tests import helpers
+import pytest
+
+# Long: the notebook runs the whole chain (make test-e2e).
+pytestmark = pytest.mark.e2e
 
 NOTEBOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'notebooks', 'walkthrough.ipynb')

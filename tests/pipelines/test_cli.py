@@ -53,6 +53,7 @@ def test_help_answers_for_every_subcommand_without_loading_tensorflow(tmp_path):
   assert '--output' in distillery('compile', '--help', home=tmp_path, cwd=tmp_path).stdout
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_a_run_pushes_under_the_home_and_the_console_holds_no_library_noise(iris_run):
   tmp_path, result = iris_run
   console = result.stdout + result.stderr
@@ -68,6 +69,7 @@ def test_a_run_pushes_under_the_home_and_the_console_holds_no_library_noise(iris
   assert 'FutureWarning' in (root / 'pipeline.log').read_text()
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_unlabelled_rows_go_through_the_preflight_and_their_own_example_gen_to_the_distiller(
     iris_run):
   tmp_path, result = iris_run
@@ -103,6 +105,7 @@ def test_an_unlabelled_column_the_labelled_rows_lack_is_refused_before_anything_
       (tmp_path / 'home' / 'runs').glob('*/metadata.sqlite'))
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_report_prints_the_last_runs_gate_table_and_report_path(iris_run):
   tmp_path, _ = iris_run
   result = distillery('report', home=tmp_path / 'home', cwd=tmp_path)
@@ -120,6 +123,7 @@ def test_report_without_a_run_names_what_is_missing(tmp_path):
   assert 'last_run.json is missing' in result.stderr and 'distillery run' in result.stderr
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_the_pushed_tflite_folder_serves_alone_after_the_run_is_deleted(iris_run, tmp_path):
   run_path, result = iris_run
   assert result.returncode == 0, result.stdout + result.stderr

@@ -8,6 +8,9 @@ import pytest
 
 from tests.pipelines.test_cli import distillery
 
+# Long: whole MNIST-1D runs (make test-e2e).
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope='module')
 def mnist1d_run(tmp_path_factory, monkeypatch_module):

@@ -12,6 +12,9 @@ from tfx_distillery.pipelines import pipeline
 from tfx_distillery.pipelines import summary
 from tests import helpers
 
+# Long: a whole pipeline on the user's label (make test-e2e).
+pytestmark = pytest.mark.e2e
+
 TRANSFORM_MODULE = os.path.join(os.path.dirname(__file__), 'modules', 'iris_transform.py')
 PIPELINE_NAME = 'own-label'
 

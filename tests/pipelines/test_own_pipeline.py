@@ -26,6 +26,9 @@ from tfx_distillery.pipelines import datasets
 from tfx_distillery.pipelines import summary
 from tests import helpers
 
+# Long: TFX's taxi pipeline, stock, then our chain (make test-e2e).
+pytestmark = pytest.mark.e2e
+
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SECTION = '## Use it in your own pipeline'
 NAME = 'taxi-distilled'

@@ -17,6 +17,9 @@ from tfx_distillery.pipelines import pipeline
 from tfx_distillery.pipelines import summary
 from tests import helpers
 
+# Long: whole pipeline runs (make test-e2e).
+pytestmark = pytest.mark.e2e
+
 PIPELINE_NAME = 'e2e-taxi'
 COMPONENTS = {'CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'StrictExampleValidator',
               'IngestionTransform', 'DistributedTrainer', 'Distiller', 'Pruner',

@@ -17,6 +17,9 @@ from tfx_distillery.pipelines import summary
 from tests import helpers
 from tests.pipelines import test_pipeline_end_to_end as chain
 
+# Long: the chain run three times (make test-e2e).
+pytestmark = pytest.mark.e2e
+
 SEED = 7
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAINED = ('DistributedTrainer', 'Distiller', 'Pruner')

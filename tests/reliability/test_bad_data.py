@@ -13,6 +13,9 @@ from tfx_distillery.components.example_validator import DataAnomaliesError
 from tests import helpers
 from tests.reliability import digits_pipeline
 
+# Long: pipelines stopped by bad data, then rerun (make test-e2e).
+pytestmark = pytest.mark.e2e
+
 VALIDATOR = 'StrictExampleValidator'
 
 

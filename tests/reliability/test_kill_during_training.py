@@ -14,6 +14,10 @@ from ml_metadata.proto import metadata_store_pb2
 
 from tests import helpers
 from tests.reliability import digits_pipeline
+import pytest
+
+# Long: whole runs killed and rerun (make test-e2e).
+pytestmark = pytest.mark.e2e
 
 EPOCHS = 6
 TRAIN_STEPS = 3000

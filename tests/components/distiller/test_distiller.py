@@ -183,6 +183,7 @@ def test_a_tuning_trial_a_few_examples_ahead_of_the_defaults_does_not_move_them(
   assert 'beyond noise' in chosen['why'] and trials[2]['chosen']
 
 
+@pytest.mark.e2e  # long: make test-e2e
 @pytest.mark.parametrize('with_transfer_set', [False, True])
 def test_two_workers_distill_under_multi_worker_mirrored(data, teacher, tmp_path,
                                                          with_transfer_set):

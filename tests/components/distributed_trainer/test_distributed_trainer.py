@@ -62,6 +62,7 @@ def run_executor(data, output_dir, module_file=TABULAR_TEACHER, train_steps=40, 
   return model.uri, model_run.uri
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_two_seeded_workers_train_the_same_weights_twice_and_record_the_seed(data, tmp_path):
   first, first_run = run_executor(data, str(tmp_path / 'first'), num_workers=2, random_seed=5)
   again, _ = run_executor(data, str(tmp_path / 'again'), num_workers=2, random_seed=5)
@@ -82,6 +83,7 @@ def serves_predictions(model_uri, raw_rows):
   return len(classes) == len(raw_rows) and set(classes) <= {0, 1}
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_two_workers_export_exactly_one_model_and_it_serves(data, tmp_path, progress_lines):
   scratch_before = set(glob.glob(os.path.join(tempfile_dir(), 'distillery-worker-*')))
   model_uri, model_run_uri = run_executor(data, str(tmp_path), num_workers=2)
@@ -109,6 +111,7 @@ def tempfile_dir():
   return tempfile.gettempdir()
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_parameter_server_with_two_workers_trains(data, tmp_path, progress_lines):
   model_uri, _ = run_executor(data, str(tmp_path), strategy='parameter_server', num_workers=2,
                               num_parameter_servers=1)
@@ -159,6 +162,7 @@ def training_processes():
   return processes
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_a_killed_worker_fails_the_run_fast_and_a_rerun_resumes(data, tmp_path, progress_lines):
   errors = []
 

@@ -55,6 +55,7 @@ def alive(pids):
   return living
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_a_worker_stuck_before_a_collective_fails_the_run_within_the_bound(data, tmp_path):
   """Worker 1 sleeps in run_fn; worker 0 waits in the first variable's broadcast."""
   bound = 20
@@ -104,6 +105,7 @@ def kill_and_watch(parent, lines, log, until: str, parent_signal):
   assert not alive(workers), f'workers {alive(workers)} outlived their parent'
 
 
+@pytest.mark.e2e  # long: make test-e2e
 @pytest.mark.parametrize('parent_signal', [signal.SIGTERM, signal.SIGKILL])
 def test_silent_workers_die_with_their_parent(data, tmp_path, parent_signal):
   """Workers that print nothing (one asleep, one in a collective) get no broken pipe to end
@@ -112,6 +114,7 @@ def test_silent_workers_die_with_their_parent(data, tmp_path, parent_signal):
   kill_and_watch(parent, lines, log, 'stuck: sleeping before', parent_signal)
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_workers_die_with_their_parent_and_the_next_run_resumes(data, tmp_path):
   output_dir = str(tmp_path / 'trainer')
   parent, lines, log = start_parent(data, tmp_path, output_dir)
@@ -125,6 +128,7 @@ def test_workers_die_with_their_parent_and_the_next_run_resumes(data, tmp_path):
   assert metrics['first_epoch'] >= 2  # Resumed from the backup the killed run left.
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_a_port_taken_before_the_worker_binds_starts_the_cluster_on_new_ports(
     data, tmp_path, monkeypatch, progress_lines):
   """The first set of ports is handed out while another socket listens on one of them."""
@@ -154,6 +158,7 @@ def test_a_port_taken_before_the_worker_binds_starts_the_cluster_on_new_ports(
   assert tf.io.gfile.exists(os.path.join(model_uri, 'Format-Serving', 'saved_model.pb'))
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_two_workers_train_tfx_penguin_with_a_module_that_builds_its_own_strategy(
     tmp_path, progress_lines):
   """penguin_utils_keras.py with MultiWorkerMirroredStrategy(), on Transform's one file."""

@@ -438,6 +438,7 @@ def transformed_records(folder):
   return records
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_the_same_rows_under_another_load_make_the_same_transform(pipeline_run, tmp_path,
                                                                  monkeypatch):
   """Beam sizes its batches by their timing; Transform's must not follow the machine's load.

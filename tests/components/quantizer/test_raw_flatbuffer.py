@@ -285,6 +285,7 @@ def test_strings_are_looked_up_in_a_vocabulary_inside_the_flatbuffer(data, teach
   assert np.mean(got == expected) >= 0.99
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_the_int8_flatbuffer_keeps_the_transform_in_float(tmp_path):
   """tft.scale_to_z_score ends in where(std > 0, (x - mean) / std, x - mean), and TFLite's
   int8 SELECT gives `x - mean` the z-score's range: quantized, it was clipped before the
