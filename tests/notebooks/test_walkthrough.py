@@ -5,9 +5,9 @@ import os
 import nbclient
 import nbformat
 from ml_metadata.proto import metadata_store_pb2
+import pytest
 
 from tests import helpers
-import pytest
 
 # Long: the notebook runs the whole chain (make test-e2e).
 pytestmark = pytest.mark.e2e

@@ -22,9 +22,6 @@ PUSH_SCRIPT = """
 import sys, time
 from tfx.dsl.io import fileio
 
-# Long: whole runs killed and rerun (make test-e2e).
-pytestmark = pytest.mark.e2e
-
 model_dir, serving_dir, pushed_dir, marker, executor_module = sys.argv[1:6]
 original_copy = fileio.copy
 

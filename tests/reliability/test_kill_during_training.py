@@ -11,10 +11,10 @@ import threading
 import time
 
 from ml_metadata.proto import metadata_store_pb2
+import pytest
 
 from tests import helpers
 from tests.reliability import digits_pipeline
-import pytest
 
 # Long: whole runs killed and rerun (make test-e2e).
 pytestmark = pytest.mark.e2e

@@ -15,10 +15,6 @@ HOLD_SCRIPT = """
 import sys, time
 from tfx_distillery.pipelines import local_runner
 from tests import helpers
-import pytest
-
-# Long: whole runs sharing one metadata store (make test-e2e).
-pytestmark = pytest.mark.e2e
 with local_runner.exclusive_metadata(sys.argv[1]):
   print('holding', flush=True)
   time.sleep(300)

@@ -86,6 +86,7 @@ def test_a_student_is_distilled_exported_with_serving_signatures_and_measured(
   assert (metrics['temperature'], metrics['alpha']) == (2.0, 0.5)
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_two_teachers_average_and_many_on_many_ensembles(data, teacher, tmp_path):
   second = helpers.train_synthetic_teacher(data, str(tmp_path / 'second'), train_steps=30)
   _, averaged = run_distiller(data, [teacher, second], str(tmp_path),

@@ -196,6 +196,7 @@ def transform_outputs(tmp_path, with_statistics):
   return outputs
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_beam_arguments_reach_the_beam_pipeline(pipeline_run, tmp_path):
   _, metadata_path = pipeline_run
   examples_artifact, schema_artifact = run_inputs(metadata_path)
@@ -233,6 +234,7 @@ def test_a_block_is_packed_from_the_columns_and_a_ragged_feature_is_not():
   assert ingest_executor.pack_record_batch(missing, 2) is None
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_sharded_writes_from_several_processes_keep_every_row_once(tmp_path):
   """Two DirectRunner processes, many bundles: every row in exactly one renamed file."""
   import apache_beam as beam  # pylint: disable=import-outside-toplevel
@@ -294,6 +296,7 @@ def test_a_rows_key_follows_its_values_not_its_batch_or_column_order():
   assert len(set(keys)) == 4
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_the_same_rows_in_other_batches_and_processes_make_the_same_shards(tmp_path):
   """Beam sizes batches and bundles by the machine's load: the shards must not care.
 
@@ -352,6 +355,7 @@ def marked_statistics(folder, splits):
   return artifact
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_statisticsgens_train_statistics_stand_for_the_pre_transform_ones(pipeline_run, tmp_path):
   """One pass fewer over the rows: the file is copied; post-transform ones are computed."""
   from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=import-outside-toplevel

@@ -53,6 +53,7 @@ def run_transform(tmp_path, train_kinds, eval_kinds):
   return str(failure.value)
 
 
+@pytest.mark.e2e  # long: make test-e2e
 @pytest.mark.parametrize('train_kinds, eval_kinds, message', [
     (['adelie'] * TRAIN_ROWS, ['adelie'] * 20,
      r"label_key 'label' .*has 1 class"),

@@ -84,6 +84,7 @@ def test_two_by_four_pattern_zeroes_two_of_every_four_weights(data, teacher, tmp
     assert np.all(np.sum(groups == 0, axis=-1) >= 2), name
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_the_search_hands_on_the_smallest_shipped_file_within_the_budget(
     data, teacher, tmp_path):
   pruned, metrics = run_pruner(data, teacher, str(tmp_path), max_accuracy_drop=0.05)
@@ -113,6 +114,7 @@ def test_the_search_hands_on_the_smallest_shipped_file_within_the_budget(
   assert metrics['budget_against'] == 'input model' and metrics['eval_split'] == 'eval'
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_the_search_fine_tunes_one_model_and_leaves_the_input_model_dense(
     data, teacher, tmp_path):
   # One wrapped model is traced once and fine-tuned from each sparsity to the next; the

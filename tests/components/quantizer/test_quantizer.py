@@ -83,6 +83,7 @@ def test_weight_only_modes_shrink_the_model_and_keep_its_accuracy(data, teacher,
   assert metrics['tensor_dtypes'].get('float32', 0) > 0
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_qat_with_preserve_sparsity_keeps_a_pruned_model_sparse_in_int8(
     data, teacher, tmp_path):
   examples, graph, _ = data

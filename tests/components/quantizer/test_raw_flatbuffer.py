@@ -90,6 +90,7 @@ def readme_example() -> str:
   return re.search(r'Without TensorFlow.*?```python\n(.*?)```', text, re.S).group(1)
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_the_gate_measures_the_raw_flatbuffer_and_keeps_the_folder_figures(digits_run):
   workspace, run_summary = digits_run
   decision = run_summary.gate_decision
@@ -112,6 +113,7 @@ def test_the_gate_measures_the_raw_flatbuffer_and_keeps_the_folder_figures(digit
     assert 'What a device downloads: <code>model_raw.tflite</code>' in page.read()
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_the_quantizer_checks_the_raw_flatbuffer_against_the_folder(digits_run):
   workspace, _ = digits_run
   for metrics_path in tf.io.gfile.glob(os.path.join(
@@ -135,6 +137,7 @@ def latest_output(workspace: str, node: str, key: str) -> str:
                 key=lambda uri: int(os.path.basename(uri)))[-1]
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_a_pruned_model_is_tried_with_the_sparse_encoding_and_kept_only_when_it_wins(
     digits_run, tmp_path):
   # The run's CNN teacher (159 KB in int8) is large enough for pruning to pay: the Pruner and
@@ -185,6 +188,7 @@ def test_a_pruned_model_is_tried_with_the_sparse_encoding_and_kept_only_when_it_
     assert json.load(handle)['sparse_encoding'] is None  # A dense model is not tried.
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_the_pushed_flatbuffer_runs_with_litert_alone_and_agrees_with_tensorflow(
     digits_run, litert_python, tmp_path):
   workspace, run_summary = digits_run
@@ -214,6 +218,7 @@ def test_the_pushed_flatbuffer_runs_with_litert_alone_and_agrees_with_tensorflow
   assert np.mean(got == labels) > 0.3  # Ten classes: far above chance.
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_the_readme_example_runs_with_litert_alone(digits_run, litert_python, tmp_path):
   workspace, run_summary = digits_run
   pushed = run_summary.pushed_destination
@@ -226,6 +231,7 @@ def test_the_readme_example_runs_with_litert_alone(digits_run, litert_python, tm
   assert result.stdout.strip().splitlines()[-1] == str(expected)
 
 
+@pytest.mark.e2e  # long: make test-e2e
 def test_a_missing_column_is_refused_by_name(digits_run):
   _, run_summary = digits_run
   predictor = predict.load_raw_flatbuffer(run_summary.pushed_destination)
