@@ -239,6 +239,11 @@ def create_components(data_root: str,
       candidates[f'{source}_{mode}'] = quantizer.outputs['quantized_model']
   if not candidates:
     candidates['teacher'] = trainer.outputs['model']
+  # What each candidate was made from, for the gate's parent rule: a pruned student from
+  # the student, an int8 copy from the model it converts.
+  parents = {'pruned': 'student',
+             **{f'{source}_{mode}': source for source in float_models
+                for mode in quantization_modes}}
   gate = components.AccuracyGate(
       examples=example_gen.outputs['examples'],
       transform_graph=transform.outputs['transform_graph'],
@@ -246,6 +251,8 @@ def create_components(data_root: str,
       baseline_model=trainer.outputs['model'],
       candidate_models=list(candidates.values()),
       candidate_names=list(candidates),
+      candidate_parents={child: parent for child, parent in parents.items()
+                         if child in candidates and parent in candidates},
       max_accuracy_drop=max_accuracy_drop,
       max_model_bytes=max_model_bytes)
   pusher = components.AtomicPusher(

@@ -119,6 +119,8 @@ def format_table(summary: RunSummary) -> str:
     if 'passed' in figures:
       verdict = ('chosen' if row.name == decision.get('chosen') else
                  'passed' if figures['passed'] else 'rejected')
+      if figures.get('passed_by') == 'parent':
+        verdict += f' (within noise of {figures["parent"]})'
     lines.append(f'{row.name:<26} {figures["accuracy"]:>13.4f} '
                  f'{report.interval_text(figures.get("accuracy_interval")):>15} '
                  f'{report.difference_text(figures.get("versus_teacher")):>27} '
@@ -132,6 +134,8 @@ def format_table(summary: RunSummary) -> str:
                  f'{decision["eval_examples"]} {split} examples; size is the folder pushed, '
                  'latency is one raw example through the transform and the model')
     for row in summary.models[1:]:
+      if row.figures.get('passed_by') == 'parent':
+        lines.append(f'  {row.name}: passed by the parent rule: {row.figures["parent_rule"]}')
       if row.name != decision.get('chosen'):
         lines.append(f'  {row.name}: accuracy {row.figures["accuracy"]:.4f}, '
                      f'{row.figures["size_bytes"]} bytes: {"; ".join(row.figures["reasons"])}')

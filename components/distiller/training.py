@@ -8,6 +8,8 @@ import dataclasses
 import itertools
 import json
 import math
+import os
+import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -37,6 +39,10 @@ HAND_ON = ('better', 'distilled')
 # (pseudo-labelling, the usual semi-supervised baseline).
 TEACHER_TARGETS = ('soft', 'hard')
 METRICS_FILE_NAME = 'metrics.json'
+# Training examples that calibrate the size search's int8 conversions, as many as the
+# Quantizer's default representative_samples.
+CALIBRATION_EXAMPLES = 200
+
 StudentBuilder = Callable[[tft.TFTransformOutput, Optional[dict]], tf_keras.Model]
 
 
@@ -443,14 +449,74 @@ class Distillation:
             **(builtin_student.describe(student)
                if self.build_student is builtin_student.build_student else {})}
 
+  def shipped_figures(self, student: tf_keras.Model, correct: np.ndarray) -> Dict[str, Any]:
+    """What the chain would make of `student`, measured on eval: its float SavedModel
+    folder (the Distiller's export, transform inside) and its full-integer TFLite folder
+    (the Quantizer's default conversion, beside the transform graph), with each one's bytes.
+
+    Args:
+      student: The distilled student.
+      correct: Its float predictions' correctness on `eval_set`.
+
+    Returns:
+      float_bytes, int8_accuracy, int8_bytes and int8_correct (None where the int8
+      conversion is refused, with `int8_refused`).
+    """
+    # Imported here: the Quantizer's modules load TFLite, which only the size search needs.
+    from tfx_distillery.components.quantizer import conversion  # pylint: disable=import-outside-toplevel
+    from tfx_distillery.components.quantizer import executor as quantizer_executor  # pylint: disable=import-outside-toplevel
+    from tfx_distillery.components.quantizer import predict  # pylint: disable=import-outside-toplevel
+    figures = {'float_accuracy': float(np.mean(correct))}
+    with tempfile.TemporaryDirectory(prefix='distillery-size-search-') as folder:
+      float_dir = os.path.join(folder, 'float')
+      modeling.export_serving_model(student, self.run.tf_transform_output,
+                                    self.run.label_column, float_dir)
+      figures['float_bytes'] = measuring.size_bytes(float_dir)
+      calibration = self.calibration_set()
+
+      def representative_features():
+        for index in range(calibration.size):
+          yield {name: values[index:index + 1] for name, values in calibration.features.items()}
+
+      try:
+        flatbuffer = conversion.convert(student, 'full_integer', representative_features)
+      except ValueError as error:  # Int8Unsupported among others: the float model ships.
+        figures.update({'int8_accuracy': None, 'int8_bytes': None, 'int8_correct': None,
+                        'int8_refused': conversion.first_line_naming_an_op(str(error))})
+        return figures
+      int8_dir = os.path.join(folder, 'int8')
+      quantizer_executor.write_tflite_folder(int8_dir, flatbuffer, {
+          'format': predict.MODEL_FORMAT, 'mode': 'full_integer',
+          'model_file': predict.MODEL_FILE_NAME,
+          'transform_graph': predict.TRANSFORM_GRAPH_FOLDER, 'raw_model': None},
+          self.fn_args.transform_output)
+      int8_correct = measuring.correct_predictions(measuring.load_scorer(int8_dir),
+                                                   self.eval_set)
+      figures.update({'int8_accuracy': float(np.mean(int8_correct)),
+                      'int8_bytes': measuring.size_bytes(int8_dir),
+                      'int8_correct': int8_correct})
+    return figures
+
+  def calibration_set(self) -> measuring.EvaluationSet:
+    """Training examples that calibrate the size search's int8 conversions (once)."""
+    if getattr(self, '_calibration', None) is None:
+      self._calibration = measuring.from_transformed_examples(
+          self.fn_args.train_files, 'train', self.run.tf_transform_output,
+          self.settings.label_key, CALIBRATION_EXAMPLES, self.run.options.compression)
+    return self._calibration
+
   def search_size(self, temperature: float, alpha: float
                   ) -> Tuple[tf_keras.Model, Dict[str, Any]]:
-    """The smallest built-in student within max_accuracy_drop of the teacher on eval.
+    """The built-in student whose shipped model is smallest within max_accuracy_drop.
 
-    Shares are tried smallest first, each distilled on the run's whole budget; the search
-    stops at the first whose eval accuracy is at most `max_accuracy_drop` below the
-    (first) teacher's. A share whose student has the same widths as the one before is not
-    trained again. When none is within the budget, the most accurate goes on.
+    Each share's student is distilled on the run's whole budget and judged on eval by
+    the smallest candidate the chain would make of it: its int8 TFLite folder when that
+    passes (at most `max_accuracy_drop` below the (first) teacher, or within noise of a
+    float student that is, the gate's parent rule), else its float SavedModel folder when
+    that passes. The share with the fewest shipped bytes is kept. Shares are tried
+    smallest first and the search stops at the first whose int8 model passes: a larger
+    share ships more bytes. A share whose student has the same widths as the one before
+    is not trained again. When none passes, the most accurate goes on.
 
     Returns:
       The chosen distilled student, and the search's record for metrics.json.
@@ -458,7 +524,7 @@ class Distillation:
     settings = self.settings
     teacher_accuracy = self.teacher_accuracy[0]
     bar = teacher_accuracy - settings.max_accuracy_drop
-    trials, best, chosen, seen = [], None, None, set()
+    trials, best, passing, seen = [], None, [], set()
     for share in settings.student_parameter_shares:
       self.hyperparameters['student_parameter_share'] = share
       widths = tuple(builtin_student.describe(self.build_student(
@@ -468,29 +534,53 @@ class Distillation:
         continue
       seen.add(widths)
       student = self.train_student(temperature, alpha, f'student-share{share:g}')
-      accuracy = measuring.accuracy(self.scorer(student), self.eval_set)
+      correct = measuring.correct_predictions(self.scorer(student), self.eval_set)
+      accuracy = float(np.mean(correct))
+      figures = self.shipped_figures(student, correct)
+      float_passes = accuracy >= bar
+      int8_passes, int8_rule = False, None
+      if figures['int8_correct'] is not None:
+        if figures['int8_accuracy'] >= bar:
+          int8_passes, int8_rule = True, 'budget'
+        elif float_passes and measuring.paired_comparison(
+            correct, figures['int8_correct'])['within_noise']:
+          int8_passes, int8_rule = True, 'within noise of the float student'
+      shipped = 'int8' if int8_passes else 'float' if float_passes else None
       parameters = int(student.count_params())
       trials.append({'share': share, 'hidden_units': list(widths), 'trained': True,
                      'parameters': parameters,
                      'parameter_share': parameters / max(1, self.teachers[0].count_params()),
-                     'eval_accuracy': accuracy})
-      self.logger.info('size search: share %g, hidden units %s, %d parameters: eval accuracy '
-                       '%.4f (the teacher %.4f, the bar %.4f)', share, list(widths), parameters,
-                       accuracy, teacher_accuracy, bar)
+                     'eval_accuracy': accuracy, 'int8_eval_accuracy': figures['int8_accuracy'],
+                     'float_bytes': figures['float_bytes'], 'int8_bytes': figures['int8_bytes'],
+                     **({'int8_refused': figures['int8_refused']}
+                        if 'int8_refused' in figures else {}),
+                     'shipped': shipped, 'int8_rule': int8_rule,
+                     'shipped_bytes': (figures['int8_bytes'] if int8_passes else
+                                       figures['float_bytes'] if float_passes else None)})
+      self.logger.info(
+          'size search: share %g, hidden units %s, %d parameters: eval accuracy %.4f, int8 %s '
+          '(the teacher %.4f, the bar %.4f): ships %s', share, list(widths), parameters,
+          accuracy, 'refused' if figures['int8_accuracy'] is None else
+          f'{figures["int8_accuracy"]:.4f}', teacher_accuracy, bar,
+          f'{shipped} ({trials[-1]["shipped_bytes"]} bytes)' if shipped else 'nothing')
       if best is None or accuracy > best[2]:
         best = (share, student, accuracy)
-      if accuracy >= bar:
-        chosen = (share, student, accuracy)
+      if shipped:
+        passing.append((trials[-1]['shipped_bytes'], share, student, accuracy, shipped))
+      if int8_passes:
         break
-    if chosen is None:
+    if passing:
+      shipped_bytes, share, student, accuracy, shipped = min(passing, key=lambda entry: entry[0])
+      chosen = (share, student, accuracy)
+      reason = (f'share {share:g} ships the fewest bytes within max_accuracy_drop '
+                f'{settings.max_accuracy_drop:g} of the teacher\'s {teacher_accuracy:.4f} on '
+                f'eval: its {shipped} model, {shipped_bytes} bytes (float accuracy '
+                f'{accuracy:.4f})')
+    else:
       chosen = best
       reason = (f'no share within max_accuracy_drop {settings.max_accuracy_drop:g} of the '
                 f'teacher\'s {teacher_accuracy:.4f} on eval; the most accurate, share '
                 f'{chosen[0]:g} ({chosen[2]:.4f}), goes on')
-    else:
-      reason = (f'share {chosen[0]:g} is the smallest within max_accuracy_drop '
-                f'{settings.max_accuracy_drop:g} of the teacher\'s {teacher_accuracy:.4f} on '
-                f'eval ({chosen[2]:.4f})')
     self.logger.info('size search: %s', reason)
     self.hyperparameters['student_parameter_share'] = chosen[0]
     self.student_description = self.describe_student(
@@ -498,6 +588,7 @@ class Distillation:
     return chosen[1], {'shares': list(settings.student_parameter_shares),
                        'max_accuracy_drop': settings.max_accuracy_drop,
                        'teacher_accuracy': teacher_accuracy, 'trials': trials,
+                       'judged_by': 'shipped bytes: int8 when it passes, else float',
                        'chosen_share': chosen[0], 'reason': reason}
 
   def check_labels(self) -> None:

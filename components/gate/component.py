@@ -1,7 +1,7 @@
 """AccuracyGate: blesses the smallest candidate within an accuracy (and size) budget."""
 
 import json
-from typing import Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 from tfx import types
 from tfx.dsl.components.base import base_component
@@ -26,7 +26,12 @@ class AccuracyGate(base_component.BaseComponent):
   its accuracy is above the majority class, at most `max_accuracy_drop` below
   the teacher's, and it is at most `max_model_bytes` large; the smallest
   passing one is blessed and copied to `model`, and every other one gets its
-  reason. `blessing` is a standard ModelBlessing, so the stock Pusher pushes
+  reason. A candidate made from another (`candidate_parents`: an int8 copy of
+  the student, a pruned student) also passes when its only fault is the
+  budget, its parent passed by the budget, and the paired difference from its
+  parent is within noise (McNemar at 5%): one example in 2,000 should not
+  decide between a 37 KB int8 file and a 730 KB float folder. The table and
+  the report say which rule passed each candidate. `blessing` is a standard ModelBlessing, so the stock Pusher pushes
   only a blessed model; a gate that blesses nothing is a normal outcome. The
   `report` artifact holds the decision (metrics.json), report.html and report.png.
 
@@ -38,6 +43,7 @@ class AccuracyGate(base_component.BaseComponent):
         baseline_model=trainer.outputs['model'],
         candidate_models=[distiller.outputs['model'], quantizer.outputs['quantized_model']],
         candidate_names=['student', 'int8'],
+        candidate_parents={'int8': 'student'},
         label_key='species_xf', label_column='species',
         max_accuracy_drop=0.01)
     pusher = tfx.components.Pusher(model=gate.outputs['model'],
@@ -53,6 +59,7 @@ class AccuracyGate(base_component.BaseComponent):
                baseline_model: types.BaseChannel,
                candidate_models: Sequence[types.BaseChannel],
                candidate_names: Optional[Sequence[str]] = None,
+               candidate_parents: Optional[Dict[str, str]] = None,
                max_accuracy_drop: float = 0.01,
                max_model_bytes: Optional[int] = None,
                eval_examples: int = 2000,
@@ -68,6 +75,8 @@ class AccuracyGate(base_component.BaseComponent):
       baseline_model: The teacher's Model channel.
       candidate_models: 1 to 8 Model channels (SavedModel or Quantizer TFLite).
       candidate_names: A distinct name per candidate (default candidate_1, ...).
+      candidate_parents: A candidate's name to the name of the candidate it was
+        made from (quantized or pruned), for the parent rule; None for none.
       max_accuracy_drop: Largest allowed accuracy drop against the teacher, as a
         fraction in [0, 1] (0.01 is one point).
       max_model_bytes: Largest allowed model size; None for no limit.
@@ -89,6 +98,11 @@ class AccuracyGate(base_component.BaseComponent):
         isinstance(name, str) and name for name in names):
       raise ValueError(f'candidate_names needs one distinct, non-empty name per candidate '
                        f'({len(candidate_models)}); got {names!r}.')
+    parents = dict(candidate_parents or {})
+    for child, parent in parents.items():
+      if child not in names or parent not in names or child == parent:
+        raise ValueError(f'candidate_parents maps a candidate name to another candidate\'s '
+                         f'name (of {names!r}); got {child!r}: {parent!r}.')
     if (not isinstance(max_accuracy_drop, (int, float)) or isinstance(max_accuracy_drop, bool)
         or not 0.0 <= max_accuracy_drop <= 1.0):
       raise ValueError('max_accuracy_drop must be a fraction in [0, 1] (0.01 is one point); '
@@ -106,7 +120,8 @@ class AccuracyGate(base_component.BaseComponent):
     super().__init__(spec=gate_spec.AccuracyGateSpec(
         examples=examples, transform_graph=transform_graph, baseline_model=baseline_model,
         **dict(zip(gate_spec.CANDIDATE_MODEL_KEYS, candidate_models)),
-        candidate_names=json.dumps(names), max_accuracy_drop=float(max_accuracy_drop),
+        candidate_names=json.dumps(names), candidate_parents=json.dumps(parents),
+        max_accuracy_drop=float(max_accuracy_drop),
         max_model_bytes=-1 if max_model_bytes is None else max_model_bytes,
         eval_examples=eval_examples, latency_runs=latency_runs, label_key=label_key,
         label_column=label_column,

@@ -6,6 +6,7 @@ import json
 import os
 from typing import Any, Dict, List
 
+import numpy as np
 import tensorflow_transform as tft
 from tfx import types
 from tfx.dsl.components.base import base_executor
@@ -57,6 +58,53 @@ def reasons_against(figures: Dict[str, Any], teacher_accuracy: float, majority: 
   return reasons
 
 
+def apply_parent_rule(candidates: List[Dict[str, Any]], correct: Dict[str, np.ndarray],
+                      parents: Dict[str, str]) -> None:
+  """Passes a derived candidate whose only fault is the budget and that its parent explains.
+
+  A candidate made from another (an int8 copy of the student, a pruned student) passes when
+  its parent passed by the budget itself and the paired difference between the two, on the
+  same examples, is within noise (McNemar at 5%, the test the gate uses against the
+  majority class). One conversion's noise is forgiven once: a candidate whose parent itself
+  passed by this rule is judged by the budget alone, so the teacher-to-shipped gap stays the
+  budget plus at most one noise step. A candidate refused for anything else (the majority
+  class, max_model_bytes) stays refused. Sets each candidate's `passed_by` ('budget',
+  'parent' or None) and, for a derived one, `parent` and `versus_parent`.
+
+  Args:
+    candidates: The measured candidates, each with `name`, `passed`, `reasons` and
+      `over_budget_only` (refused for the accuracy budget and nothing else).
+    correct: Per candidate name, whether it was right on each example.
+    parents: Candidate name to the name of the candidate it was made from.
+  """
+  by_name = {candidate['name']: candidate for candidate in candidates}
+  for candidate in candidates:
+    candidate['passed_by'] = 'budget' if candidate['passed'] else None
+  for candidate in candidates:
+    parent = by_name.get(parents.get(candidate['name'], ''))
+    if parent is None:
+      continue
+    # Paired, parent first: is the parent better than the candidate beyond noise?
+    comparison = measuring.paired_comparison(correct[parent['name']],
+                                             correct[candidate['name']])
+    candidate['parent'] = parent['name']
+    candidate['versus_parent'] = {**comparison, 'difference': -comparison['difference'],
+                                  'interval': [-comparison['interval'][1],
+                                               -comparison['interval'][0]]}
+    if (candidate['passed'] or not candidate['over_budget_only'] or
+        parent['passed_by'] != 'budget' or
+        not comparison['within_noise']):
+      continue
+    candidate['passed'], candidate['passed_by'] = True, 'parent'
+    candidate['parent_rule'] = (
+        f'{candidate["reasons"][0]}, but {parent["name"]}, which it was made from, passed and '
+        f'the difference from it is within noise: '
+        f'{candidate["versus_parent"]["difference"]:+.4f} (right on {comparison["losses"]} '
+        f'examples {parent["name"]} misses, wrong on {comparison["wins"]} it gets, McNemar '
+        f'p = {comparison["p_value"]:.3f})')
+    candidate['reasons'] = []
+
+
 class Executor(base_executor.BaseExecutor):
   """Writes a ModelBlessing, the chosen model, and the decision with its reasons."""
 
@@ -99,7 +147,8 @@ class Executor(base_executor.BaseExecutor):
     # the same examples (McNemar), so a lead of a few examples is seen as what it is.
     majority_correct = measuring.majority_correct(evaluation_set.labels)
     candidates, left_out = [], []
-    candidate_artifacts = {}
+    candidate_artifacts, correct_by_name = {}, {}
+    parents = json.loads(exec_properties.get(gate_spec.CANDIDATE_PARENTS_KEY) or '{}')
     for key, name in zip(gate_spec.CANDIDATE_MODEL_KEYS, names):
       if not input_dict.get(key):
         continue
@@ -126,7 +175,7 @@ class Executor(base_executor.BaseExecutor):
         figures['output_kind'] = folder_figures['output_kind']
         figures['folder'] = {key: folder_figures[key]
                              for key in ('format', 'accuracy', 'size_bytes', 'latency_ms')}
-      correct = figures.pop(measuring.CORRECT_KEY)
+      correct = correct_by_name[name] = figures.pop(measuring.CORRECT_KEY)
       figures['versus_teacher'] = measuring.paired_comparison(correct, baseline_correct)
       figures['versus_majority'] = measuring.paired_comparison(correct, majority_correct)
       drop = baseline['accuracy'] - figures['accuracy']
@@ -138,7 +187,15 @@ class Executor(base_executor.BaseExecutor):
         figures['layer_sparsity'] = json.loads(candidate_artifact.get_string_custom_property(
             artifacts.LAYER_SPARSITY_PROPERTY))
       candidates.append({'name': name, 'model_dir': model_dir, **figures,
-                         'accuracy_drop': drop, 'passed': not reasons, 'reasons': reasons})
+                         'accuracy_drop': drop, 'passed': not reasons, 'reasons': reasons,
+                         # Nothing but the budget against it: the parent rule may apply.
+                         'over_budget_only': bool(reasons) and not reasons_against(
+                             figures, baseline['accuracy'], majority, 1.0, max_bytes)})
+    apply_parent_rule(candidates, correct_by_name, parents)
+    for candidate in candidates:
+      if candidate['passed_by'] == 'parent':
+        logger.info('AccuracyGate: %s passes by the parent rule: %s', candidate['name'],
+                    candidate['parent_rule'])
 
     # Smallest first; among equal sizes the more accurate, then the faster.
     passing = sorted((candidate for candidate in candidates if candidate['passed']),
@@ -159,6 +216,7 @@ class Executor(base_executor.BaseExecutor):
         'blessed': chosen is not None,
         'chosen': chosen['name'] if chosen else None,
         'max_accuracy_drop': max_drop,
+        'candidate_parents': parents,
         'max_model_bytes': max_bytes if max_bytes >= 0 else None,
         'teacher': baseline,
         'candidates': candidates,

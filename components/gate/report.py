@@ -111,6 +111,9 @@ def render_html(decision: Dict[str, Any], pushed_destination: Optional[str]) -> 
   for candidate in decision['candidates']:
     status = ('chosen' if candidate['name'] == decision.get('chosen') else
               'passed' if candidate['passed'] else 'rejected')
+    # Which rule passed it: the budget, or the parent rule (within noise of its parent).
+    rule = ' (parent rule)' if candidate.get('passed_by') == 'parent' else ''
+    notes = ([candidate['parent_rule']] if rule else []) + candidate['reasons']
     rows.append(
         f'<tr class="{status}"><td>{escape(candidate["name"])}</td>'
         f'<td>{escape(model_format(candidate))}</td><td>{candidate["accuracy"]:.4f}</td>'
@@ -121,8 +124,7 @@ def render_html(decision: Dict[str, Any], pushed_destination: Optional[str]) -> 
         f'<td>{candidate["latency_ms"]:.3f}</td>'
         f'<td>{candidate["folder"]["size_bytes"] if candidate.get("folder") else "-"}</td>'
         f'<td>{format(candidate["folder"]["latency_ms"], ".3f") if candidate.get("folder") else "-"}</td>'
-        f'<td>{status}</td>'
-        f'<td>{escape("; ".join(candidate["reasons"]))}</td></tr>')
+        f'<td>{status}{rule}</td><td>{escape("; ".join(notes))}</td></tr>')
   for left_out in decision.get('left_out', []):
     rows.append(f'<tr class="left-out"><td>{escape(left_out["name"])}</td><td>-</td><td>-</td>'
                 '<td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td>'

@@ -14,6 +14,7 @@ MAX_CANDIDATES = 8
 CANDIDATE_MODEL_KEYS = (CANDIDATE_MODEL_KEY,) + tuple(
     f'{CANDIDATE_MODEL_KEY}_{position}' for position in range(1, MAX_CANDIDATES))
 CANDIDATE_NAMES_KEY = 'candidate_names'
+CANDIDATE_PARENTS_KEY = 'candidate_parents'
 MAX_ACCURACY_DROP_KEY = 'max_accuracy_drop'
 MAX_MODEL_BYTES_KEY = 'max_model_bytes'
 EVAL_EXAMPLES_KEY = 'eval_examples'
@@ -28,6 +29,8 @@ class AccuracyGateSpec(types.ComponentSpec):
 
   PARAMETERS = {
       CANDIDATE_NAMES_KEY: component_spec.ExecutionParameter(type=str),
+      # JSON {candidate: the candidate it was made from}; '{}' for none.
+      CANDIDATE_PARENTS_KEY: component_spec.ExecutionParameter(type=str, optional=True),
       MAX_ACCURACY_DROP_KEY: component_spec.ExecutionParameter(type=float),
       # -1: no size limit.
       MAX_MODEL_BYTES_KEY: component_spec.ExecutionParameter(type=int),

@@ -97,6 +97,7 @@ class Quantizer(base_component.BaseComponent):
                raw_examples: Optional[types.BaseChannel] = None,
                sparse_encoding: str = 'auto',
                skip_not_a_candidate: bool = False,
+               max_accuracy_drop: Optional[float] = 0.005,
                random_seed: Optional[int] = None):
     """Constructs a Quantizer.
 
@@ -128,6 +129,13 @@ class Quantizer(base_component.BaseComponent):
         no smaller), convert nothing and mark this output too, so the gate leaves
         it out. For a chain that already quantizes the Pruner's input, as
         `create_pipeline` does; without it, the input is converted as usual.
+      max_accuracy_drop: In the full integer modes, the largest eval accuracy
+        drop of the int8 model against the float32 TFLite conversion of the
+        same model, as a fraction (0.005 is half a point). Past it the Quantizer
+        recovers before it gives up: it keeps the layers whose int8 error costs
+        the most at the output (`conversion.layer_errors`) in float, fewest first, then tries
+        QAT fine-tuning (`full_integer` mode), and ships the smallest variant
+        within it (else the most accurate). None: no recovery.
       random_seed: Seeds QAT's fine-tuning and any other draw, with op determinism
         on: the same seed gives the same flatbuffer. None draws a seed, used
         without op determinism; `metrics.json` and ML Metadata record it.
@@ -147,6 +155,11 @@ class Quantizer(base_component.BaseComponent):
     if not isinstance(skip_not_a_candidate, bool):
       raise ValueError('skip_not_a_candidate must be True or False; got '
                        f'{skip_not_a_candidate!r}.')
+    if max_accuracy_drop is not None and (
+        not isinstance(max_accuracy_drop, (int, float)) or isinstance(max_accuracy_drop, bool)
+        or not 0.0 <= max_accuracy_drop <= 1.0):
+      raise ValueError('max_accuracy_drop must be a fraction in [0, 1] (0.005 is half a point) '
+                       f'or None for no recovery; got {max_accuracy_drop!r}.')
     super().__init__(spec=quantizer_spec.QuantizerSpec(
         model=model, examples=examples, transform_graph=transform_graph, mode=mode,
         io_type=io_type, representative_samples=representative_samples, qat_steps=qat_steps,
@@ -154,6 +167,7 @@ class Quantizer(base_component.BaseComponent):
         latency_runs=latency_runs, label_column=label_column, label_key=label_key,
         strict_int8=int(strict_int8), raw_examples=raw_examples,
         sparse_encoding=sparse_encoding, skip_not_a_candidate=int(skip_not_a_candidate),
+        max_accuracy_drop=-1.0 if max_accuracy_drop is None else float(max_accuracy_drop),
         random_seed=random_seed,
         quantized_model=types.Channel(type=standard_artifacts.Model),
         metrics=types.Channel(type=artifacts.ModelMetrics)))

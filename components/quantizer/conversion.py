@@ -4,10 +4,11 @@ import collections
 import hashlib
 import json
 import re
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.lite.python import convert as lite_convert
 import tf_keras
 
 from tfx_distillery.components.common import shapes
@@ -167,7 +168,8 @@ def zero_weight_share(model: tf_keras.Model) -> float:
 def convert(model: tf_keras.Model, mode: Optional[str] = None,
             representative_features: Optional[Callable[[], Iterable[Dict[str, np.ndarray]]]]
             = None, io_type: str = 'float32', strict_int8: bool = False,
-            per_channel: bool = True, sparse: bool = False) -> bytes:
+            per_channel: bool = True, sparse: bool = False,
+            float_layers: Sequence[str] = ()) -> bytes:
   """Converts `model` to TFLite.
 
   In the full integer modes every op is asked for an int8 kernel first. An op
@@ -191,6 +193,8 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
       weight (TFLite's default); False gives one scale per tensor.
     sparse: Also ask for TFLite's sparse weight encoding (`EXPERIMENTAL_SPARSITY`),
       which stores a pruned model's zeros compactly and densifies them at load.
+    float_layers: For `full_integer`/`qat`: names of Keras layers whose ops stay in
+      float (selective quantization, `layer_errors` ranks them); the rest are int8.
 
   Returns:
     The flatbuffer bytes.
@@ -252,6 +256,18 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
       converter.inference_output_type = tf.int8
     return converter
 
+  if float_layers:
+    # Selective quantization, as QuantizationDebugger does it: calibrate in float, then
+    # quantize every op but those of `float_layers`.
+    converter = int8_converter(builtins)
+    converter._experimental_calibrate_only = True  # pylint: disable=protected-access
+    calibrated = converter.convert()
+    flatbuffer = lite_convert.mlir_quantize(
+        calibrated, disable_per_channel=not per_channel, fully_quantize=io_type == 'int8',
+        input_data_type=tf.int8 if io_type == 'int8' else tf.float32,
+        output_data_type=tf.int8 if io_type == 'int8' else tf.float32,
+        denylisted_nodes=layer_nodes(calibrated, model, float_layers))
+    return lite_convert.mlir_sparsify(flatbuffer) if sparse else flatbuffer
   try:
     # Only int8 kernels first: the conversion fails on an op that has none.
     flatbuffer = int8_converter([tf.lite.OpsSet.TFLITE_BUILTINS_INT8]).convert()
@@ -266,6 +282,130 @@ def convert(model: tf_keras.Model, mode: Optional[str] = None,
     raise ValueError(f'The {mode} conversion holds no int8 tensor; it is not written under '
                      'an int8 label.')
   return flatbuffer
+
+
+def _layer_of(tensor_name: str, model: tf_keras.Model, scope: str,
+              outputs: Iterable[str]) -> Optional[str]:
+  """The Keras layer whose op writes `tensor_name`, by the layer's name scope.
+
+  The converter names the op that gives a signature's output after the output, not the
+  layer (`StatefulPartitionedCall:0`): that one is the model's output layer.
+  """
+  for layer in model.layers:
+    if f'{scope}/{layer.name}/' in tensor_name:
+      return layer.name
+  return _output_layer(model) if tensor_name in outputs else None
+
+
+def _output_layer(model: tf_keras.Model) -> str:
+  """The layer that gives the model's output (a saved model may track others after it)."""
+  history = getattr(model.outputs[0], '_keras_history', None) if model.outputs else None
+  return history.layer.name if history is not None else model.layers[-1].name
+
+
+def weight_layers(model: tf_keras.Model) -> List[str]:
+  """The layers selective quantization may keep in float: those with weights.
+
+  Structural layers are left to the quantizer: TF 2.16's `mlir_quantize` crashes the
+  process (a segmentation fault) when a CONCATENATION is kept in float among int8 inputs.
+  """
+  return [layer.name for layer in model.layers if layer.weights]
+
+
+def layer_nodes(calibrated: bytes, model: tf_keras.Model, layers: Sequence[str],
+                scope: Optional[str] = None) -> List[str]:
+  """Output tensor names, in a calibrated flatbuffer, of the ops of `layers` of `model`.
+
+  Args:
+    calibrated: A calibrate-only conversion (float ops with recorded ranges).
+    model: The Keras model converted (alone, or inside the raw-input composite).
+    layers: Names of its layers.
+    scope: The name scope the model's ops carry (default: the model's name).
+
+  Returns:
+    The `denylisted_nodes` that keep those layers' ops in float.
+  """
+  wanted, scope = set(layers), scope or model.name
+  interpreter = tf.lite.Interpreter(model_content=calibrated)
+  outputs = {detail['name'] for detail in interpreter.get_output_details()}
+  nodes = []
+  for op in interpreter._get_ops_details():  # pylint: disable=protected-access
+    for index in op['outputs']:
+      name = interpreter._get_tensor_details(index, 0)['name']  # pylint: disable=protected-access
+      if _layer_of(name, model, scope, outputs) in wanted:
+        nodes.append(name)
+  return nodes
+
+
+def layer_errors(model: tf_keras.Model,
+                 representative_features: Callable[[], Iterable[Dict[str, np.ndarray]]]
+                 ) -> List[Dict[str, object]]:
+  """How much of the int8 model's error each layer with weights causes, largest first.
+
+  Calibrated once; then, layer by layer (`weight_layers`), the int8 model with only that layer kept in float
+  (`mlir_quantize`'s `denylisted_nodes`, as selective quantization does it). A layer's
+  error is how far that brings the outputs back towards the float model's on the
+  calibration rows: the root mean square output difference of the all-int8 model minus
+  that of the model with the layer in float (`gain`). This is NNCF's accuracy-control
+  ranking (revert one layer, measure) rather than TFLite's QuantizationDebugger, whose
+  instrumented model fails to prepare on our tabular models in TF 2.16 (a CONCATENATION of
+  float and int8 inputs); it also ranks a layer by what it costs at the output, where the
+  debugger's per-layer error is in each layer's own units.
+
+  Args:
+    model: A Keras model over transformed features.
+    representative_features: Yields single-example feature dicts (calibration, and the
+      rows compared).
+
+  Returns:
+    [{'layer', 'output_rmse', 'output_rmse_all_int8', 'gain'}], largest gain first; then
+    the layers that can not be kept in float alone, with `gain` None and `refused`.
+  """
+  model = tflite_friendly(model)
+  input_specs = shapes.keras_specs(model)
+  rows = [shapes.conform(features, input_specs, 'Quantizer (layer errors)')
+          for features in representative_features()]
+  converter = _converter(model, [tf.lite.OpsSet.TFLITE_BUILTINS])
+  converter.optimizations = [tf.lite.Optimize.DEFAULT]
+  converter.representative_dataset = lambda: iter(rows)
+  converter._experimental_calibrate_only = True  # pylint: disable=protected-access
+  calibrated = converter.convert()
+
+  def outputs(content: bytes) -> np.ndarray:
+    runner = tf.lite.Interpreter(model_content=content).get_signature_runner()
+    return np.concatenate([np.concatenate([np.ravel(value) for value in runner(**row).values()])
+                           for row in rows])
+
+  reference = outputs(calibrated)
+
+  def output_rmse(content: bytes) -> float:
+    return float(np.sqrt(np.mean(np.square(outputs(content) - reference))))
+
+  all_int8 = output_rmse(lite_convert.mlir_quantize(calibrated))
+  interpreter = tf.lite.Interpreter(model_content=calibrated)
+  names = {detail['name'] for detail in interpreter.get_output_details()}
+  candidates, layers = set(weight_layers(model)), []
+  for op in interpreter._get_ops_details():  # pylint: disable=protected-access
+    for index in op['outputs']:
+      layer = _layer_of(interpreter._get_tensor_details(index, 0)['name'],  # pylint: disable=protected-access
+                        model, model.name, names)
+      if layer in candidates and layer not in layers:
+        layers.append(layer)
+  errors = []
+  for layer in layers:
+    try:
+      rmse = output_rmse(lite_convert.mlir_quantize(
+          calibrated, denylisted_nodes=layer_nodes(calibrated, model, [layer])))
+    except (RuntimeError, ValueError) as error:
+      # TF 2.16's quantizer can leave a float layer feeding an int8 op with no QUANTIZE
+      # between them (a CONCATENATION of float and int8 inputs): such a layer can not be
+      # kept in float alone, and is not ranked.
+      errors.append({'layer': layer, 'gain': None,
+                     'refused': first_line_naming_an_op(str(error))})
+      continue
+    errors.append({'layer': layer, 'output_rmse': rmse, 'output_rmse_all_int8': all_int8,
+                   'gain': all_int8 - rmse})
+  return sorted(errors, key=lambda entry: (entry['gain'] is None, -(entry['gain'] or 0.0)))
 
 
 def first_line_naming_an_op(message: str) -> str:

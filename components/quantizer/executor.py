@@ -159,22 +159,34 @@ class Executor(base_executor.BaseExecutor):
         yield {name: values[index:index + 1] for name, values in calibration.features.items()}
 
     model = input_scorer.keras_model
+    qat_steps = int(exec_properties[quantizer_spec.QAT_STEPS_KEY])
+    preserve_sparsity = bool(exec_properties[quantizer_spec.PRESERVE_SPARSITY_KEY])
     if mode == 'qat':
       model = self._fine_tune_qat(model, examples, tf_transform_output, label_key, output_kind,
-                                  int(exec_properties[quantizer_spec.QAT_STEPS_KEY]),
-                                  bool(exec_properties[quantizer_spec.PRESERVE_SPARSITY_KEY]))
+                                  qat_steps, preserve_sparsity)
     logger.info('Quantizer: converting to TFLite (%s, %s inputs/outputs)', mode, io_type)
     flatbuffer = conversion.convert(model, mode, representative_features, io_type, strict_int8)
+    # Ops with no int8 kernel, before any layer is kept in float on purpose.
+    full_integer = mode in ('full_integer', 'qat')
+    no_int8_kernel = conversion.float_ops(flatbuffer) if full_integer else []
     # The input model as it was loaded (QAT fine-tunes a copy); its float conversion was
     # already made for the full integer one's check, and is reused.
     float_flatbuffer = conversion.convert(input_scorer.keras_model)
+    recovery, float_layers = None, []
+    max_int8_drop = exec_properties.get(quantizer_spec.MAX_ACCURACY_DROP_KEY)
+    if full_integer and max_int8_drop is not None and float(max_int8_drop) >= 0:
+      model, flatbuffer, float_layers, recovery = self._recover(
+          model, mode, representative_features, io_type, strict_int8, flatbuffer,
+          float_flatbuffer, eval_set, graph_uri, metrics_dir, float(max_int8_drop),
+          lambda: self._fine_tune_qat(input_scorer.keras_model, examples, tf_transform_output,
+                                      label_key, output_kind, qat_steps, preserve_sparsity))
     sparse_figures = None
     sparse_choice = exec_properties.get(quantizer_spec.SPARSE_ENCODING_KEY) or 'auto'
     zero_share = conversion.zero_weight_share(model)
     if sparse_choice == 'auto' and zero_share >= SPARSE_MIN_ZERO_SHARE:
       flatbuffer, sparse_figures = self._sparse_or_dense(
           model, mode, representative_features, io_type, strict_int8, flatbuffer, eval_set,
-          graph_uri, metrics_dir, latency_runs, zero_share)
+          graph_uri, metrics_dir, latency_runs, zero_share, float_layers)
     num_classes = max(2, input_scorer.num_outputs)
     # The manifest a server reads: what the folder is, its inputs and its classes.
     serving = {'format': predict.MODEL_FORMAT, 'mode': mode, 'io_type': io_type,
@@ -194,7 +206,7 @@ class Executor(base_executor.BaseExecutor):
       raw_flatbuffer, serving['raw_model'], serving['raw_model_refused'] = self._raw_flatbuffer(
           model, tf_transform_output, label_column, mode, serving['sparse_encoding'],
           artifact_utils.get_single_uri(raw_examples),
-          int(exec_properties[quantizer_spec.REPRESENTATIVE_SAMPLES_KEY]))
+          int(exec_properties[quantizer_spec.REPRESENTATIVE_SAMPLES_KEY]), float_layers)
     else:
       serving['raw_model'] = None
       serving['raw_model_refused'] = ('the Quantizer was given no raw_examples (ExampleGen\'s '
@@ -204,7 +216,6 @@ class Executor(base_executor.BaseExecutor):
     write_tflite_folder(float_dir, float_flatbuffer, float_serving, graph_uri)
 
     figures = measuring.measure(output_dir, eval_set, latency_runs)
-    full_integer = mode in ('full_integer', 'qat')
     metrics = {
         'mode': mode,
         'io_type': io_type,
@@ -212,7 +223,10 @@ class Executor(base_executor.BaseExecutor):
         'flatbuffer_bytes': len(flatbuffer),
         'gzip_bytes': measuring.gzip_bytes(flatbuffer),
         'tensor_dtypes': conversion.tensor_dtypes(flatbuffer),
-        'float_ops': conversion.float_ops(flatbuffer) if full_integer else [],
+        'float_ops': no_int8_kernel,
+        # Layers kept in float to hold the accuracy (selective quantization), and how.
+        'float_layers': float_layers,
+        'recovery': recovery,
         'int8_weight_share': conversion.int8_weight_share(flatbuffer),
         'input_model': measuring.measure(input_model_dir, eval_set, latency_runs),
         'float32_tflite': {**measuring.measure(float_dir, eval_set, latency_runs),
@@ -263,7 +277,7 @@ class Executor(base_executor.BaseExecutor):
 
   def _sparse_or_dense(self, model, mode, representative_features, io_type, strict_int8,
                        dense: bytes, eval_set, graph_uri: str, metrics_dir: str,
-                       latency_runs: int, zero_share: float):
+                       latency_runs: int, zero_share: float, float_layers=()):
     """The sparse-encoded flatbuffer where it is smaller and agrees with the dense one.
 
     Returns:
@@ -271,7 +285,7 @@ class Executor(base_executor.BaseExecutor):
     """
     logger = progress.get_logger()
     sparse = conversion.convert(model, mode, representative_features, io_type, strict_int8,
-                                sparse=True)
+                                sparse=True, float_layers=float_layers)
     folders = {}
     for name, content in (('dense', dense), ('sparse', sparse)):
       folders[name] = os.path.join(metrics_dir, f'{name}_encoding')
@@ -304,7 +318,7 @@ class Executor(base_executor.BaseExecutor):
     return (sparse if figures['kept'] else dense), figures
 
   def _raw_flatbuffer(self, model, tf_transform_output, label_column: str, mode: str,
-                      sparse: bool, raw_examples_uri: str, samples: int):
+                      sparse: bool, raw_examples_uri: str, samples: int, float_layers=()):
     """(`model_raw.tflite` or None, its manifest entry or None, why not or None)."""
     logger = progress.get_logger()
     try:
@@ -314,7 +328,7 @@ class Executor(base_executor.BaseExecutor):
       logger.info('Quantizer: converting the transform and the model into one flatbuffer over '
                   '%d raw columns (%s)', len(inputs), mode)
       content = raw_model.convert(model, tf_transform_output, label_column, mode,
-                                  lambda: iter(rows), sparse=sparse)
+                                  lambda: iter(rows), sparse=sparse, float_layers=float_layers)
       raw_model.check_runs(content, rows[:8])
     except raw_model.RawInputUnsupported as error:
       logger.warning('WARNING: Quantizer: no raw-input flatbuffer: %s', error)
@@ -333,6 +347,90 @@ class Executor(base_executor.BaseExecutor):
              'ops': raw_model.transform_ops(content), 'output': predict.RAW_OUTPUT_NAME,
              'xnnpack': not sparse}
     return content, entry, None
+
+  def _recover(self, model, mode, representative_features, io_type, strict_int8,
+               flatbuffer: bytes, float_flatbuffer: bytes, eval_set, graph_uri: str,
+               metrics_dir: str, max_drop: float, fine_tune_qat):
+    """An int8 model within `max_drop` of its float32 twin on eval, if one can be made.
+
+    The plain conversion first; past the budget, the layers whose int8 error costs the most
+    at the output (`conversion.layer_errors`) are kept in float, one more at a time up to half the layers,
+    then (`full_integer`) QAT fine-tuning is tried. The first within the budget ships;
+    when none is, the most accurate does (the gate has the last word).
+
+    Returns:
+      (the model converted, its flatbuffer, the layers kept in float, the record).
+    """
+    logger = progress.get_logger()
+    folder = os.path.join(metrics_dir, 'recovery')
+
+    def accuracy(content: bytes) -> float:
+      write_tflite_folder(folder, content, {
+          'format': predict.MODEL_FORMAT, 'mode': mode, 'model_file': predict.MODEL_FILE_NAME,
+          'transform_graph': predict.TRANSFORM_GRAPH_FOLDER, 'raw_model': None}, graph_uri)
+      return measuring.accuracy(measuring.load_scorer(folder), eval_set)
+
+    float_accuracy = accuracy(float_flatbuffer)
+    tried = [{'variant': 'int8', 'float_layers': [], 'accuracy': accuracy(flatbuffer),
+              'bytes': len(flatbuffer)}]
+    record = {'max_accuracy_drop': max_drop, 'float32_accuracy': float_accuracy,
+              'tried': tried, 'layer_errors': None}
+    shipped = (model, flatbuffer, [])
+
+    def within(trial) -> bool:
+      return trial['accuracy'] is not None and float_accuracy - trial['accuracy'] <= max_drop
+
+    if not within(tried[0]):
+      logger.info('Quantizer (%s): int8 accuracy %.4f is %.4f below float32 %.4f on eval, past '
+                  'max_accuracy_drop %g: keeping the layers with the largest int8 error in '
+                  'float', mode, tried[0]['accuracy'], float_accuracy - tried[0]['accuracy'],
+                  float_accuracy, max_drop)
+      errors = conversion.layer_errors(model, representative_features)
+      record['layer_errors'] = errors
+      # Only layers whose float copy brings the outputs closer are worth their bytes.
+      ranked = [entry['layer'] for entry in errors if (entry['gain'] or 0.0) > 0]
+      variants = {0: shipped}
+      for count in range(1, (len(ranked) + 1) // 2 + 1):
+        layers = ranked[:count]
+        content = conversion.convert(model, mode, representative_features, io_type,
+                                     strict_int8, float_layers=layers)
+        try:
+          tried.append({'variant': 'float layers', 'float_layers': layers,
+                        'accuracy': accuracy(content), 'bytes': len(content)})
+        except (RuntimeError, ValueError) as error:
+          tried.append({'variant': 'float layers', 'float_layers': layers, 'accuracy': None,
+                        'refused': conversion.first_line_naming_an_op(str(error))})
+          continue
+        variants[len(tried) - 1] = (model, content, layers)
+        logger.info('Quantizer (%s): float layers %s: accuracy %.4f, %d bytes', mode, layers,
+                    tried[-1]['accuracy'], len(content))
+        if within(tried[-1]):
+          break
+      if not within(tried[-1]) and mode == 'full_integer':
+        logger.info('Quantizer (%s): still past the budget; trying QAT fine-tuning', mode)
+        qat_model = fine_tune_qat()
+        content = conversion.convert(qat_model, 'qat', representative_features, io_type,
+                                     strict_int8)
+        tried.append({'variant': 'qat', 'float_layers': [], 'accuracy': accuracy(content),
+                      'bytes': len(content)})
+        variants[len(tried) - 1] = (qat_model, content, [])
+        logger.info('Quantizer (%s): QAT: accuracy %.4f, %d bytes', mode,
+                    tried[-1]['accuracy'], len(content))
+      ran = [index for index in variants]
+      passing = [index for index in ran if within(tried[index])]
+      # The smallest within the budget; else the most accurate.
+      chosen = (min(passing, key=lambda index: tried[index]['bytes']) if passing else
+                max(ran, key=lambda index: tried[index]['accuracy']))
+      shipped = variants[chosen]
+      record['shipped'] = tried[chosen]['variant']
+      record['within_budget'] = bool(passing)
+      logger.info('Quantizer (%s): shipping %s (%s): accuracy %.4f against float32 %.4f',
+                  mode, tried[chosen]['variant'], ', '.join(shipped[2]) or 'no float layer',
+                  tried[chosen]['accuracy'], float_accuracy)
+    else:
+      record['shipped'], record['within_budget'] = 'int8', True
+    tf.io.gfile.rmtree(folder)
+    return shipped[0], shipped[1], shipped[2], record
 
   def _check_raw_flatbuffer(self, folder: str, raw_examples_uri: str, tf_transform_output,
                             label_key: str, label_column: str, eval_examples: int,

@@ -15,7 +15,7 @@ the Quantizer then keeps the folder route alone and says so in `serving.json`.
 
 import re
 import tempfile
-from typing import Callable, Dict, Iterable, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -151,7 +151,7 @@ def flex_ops(message: str) -> List[str]:
 
 def convert(model, tf_transform_output, label_column: str, mode: Optional[str] = None,
             representative_rows: Optional[Callable[[], Iterable[Dict[str, np.ndarray]]]] = None,
-            sparse: bool = False) -> bytes:
+            sparse: bool = False, float_layers: Sequence[str] = ()) -> bytes:
   """Converts the transform and `model` into one flatbuffer over raw columns.
 
   The model part is quantized as `mode` says (full integer modes: int8 weights and
@@ -166,6 +166,8 @@ def convert(model, tf_transform_output, label_column: str, mode: Optional[str] =
     mode: None (float32), or one of `conversion.MODES`.
     representative_rows: For full integer modes: yields raw rows as `raw_row` gives them.
     sparse: Also ask for TFLite's sparse weight encoding (pruned models).
+    float_layers: For full integer modes: the model's layers kept in float, as
+      `conversion.convert` keeps them (selective quantization).
 
   Returns:
     The flatbuffer bytes.
@@ -212,7 +214,7 @@ def convert(model, tf_transform_output, label_column: str, mode: Optional[str] =
           'num_oov_buckets=0, and boundaries compared with tf.greater_equal instead of '
           'tft.bucketize).') from error
     if mode in ('full_integer', 'qat'):
-      content = model_part_only(content, model.name)
+      content = model_part_only(content, model.name, model, float_layers)
       if sparse:
         content = lite_convert.mlir_sparsify(content)
     return content
@@ -260,16 +262,20 @@ def transform_nodes(calibrated: bytes, model_scope: str) -> List[str]:
   return [name for index in sorted(upstream) for name in names(operations[index]['outputs'])]
 
 
-def model_part_only(calibrated: bytes, model_scope: str) -> bytes:
+def model_part_only(calibrated: bytes, model_scope: str, model=None,
+                    float_layers: Sequence[str] = ()) -> bytes:
   """Quantizes a calibrated flatbuffer's model ops to int8 and leaves the transform in float.
 
   Quantizing the transform too is wrong, not only wasteful: TFLite's int8 SELECT
   takes one scale for its inputs and output, and tft.scale_to_z_score ends in
   `where(std > 0, (x - mean) / std, x - mean)`, so `x - mean` got the z-score's
   range and was clipped before the division (a penguin model's raw flatbuffer then
-  agreed with the folder route on 41% of eval).
+  agreed with the folder route on 41% of eval). `float_layers` of `model` stay in float
+  too (selective quantization).
   """
   denylisted = transform_nodes(calibrated, model_scope)
+  if float_layers:
+    denylisted += conversion.layer_nodes(calibrated, model, float_layers, scope=model_scope)
   return lite_convert.mlir_quantize(calibrated, denylisted_nodes=denylisted or None)
 
 

@@ -21,6 +21,9 @@ STRICT_INT8_KEY = 'strict_int8'
 SPARSE_ENCODING_KEY = 'sparse_encoding'
 RAW_EXAMPLES_KEY = 'raw_examples'
 SKIP_NOT_A_CANDIDATE_KEY = 'skip_not_a_candidate'
+# The int8 model's largest eval accuracy drop against its float32 TFLite twin before the
+# Quantizer recovers (float layers, then QAT); negative: no recovery.
+MAX_ACCURACY_DROP_KEY = 'max_accuracy_drop'
 SPARSE_ENCODINGS = ('auto', 'never')
 QUANTIZED_MODEL_KEY = 'quantized_model'
 METRICS_KEY = 'metrics'
@@ -43,6 +46,7 @@ class QuantizerSpec(types.ComponentSpec):
       STRICT_INT8_KEY: component_spec.ExecutionParameter(type=int),
       SPARSE_ENCODING_KEY: component_spec.ExecutionParameter(type=str, optional=True),
       SKIP_NOT_A_CANDIDATE_KEY: component_spec.ExecutionParameter(type=int, optional=True),
+      MAX_ACCURACY_DROP_KEY: component_spec.ExecutionParameter(type=float, optional=True),
   }
   INPUTS = {
       standard_component_specs.MODEL_KEY:

@@ -128,11 +128,13 @@ def test_the_size_search_keeps_the_smallest_share_within_budget_training_no_widt
   # TFX's penguin model is small (two layers of 8 units): its 1% is below any student, so
   # the smallest student stands in for it, and a share that gives the same width is skipped.
   assert trained[0]['parameters'] < metrics['teacher_parameters'][0]
-  bar = search['teacher_accuracy'] - MAX_ACCURACY_DROP
-  within = [trial for trial in trained if trial['eval_accuracy'] >= bar]
-  chosen = within[0] if within else max(trained, key=lambda trial: trial['eval_accuracy'])
+  # Judged by what ships: the fewest shipped bytes among the shares that pass (int8 where
+  # it passes, else float), and no share tried past the first whose int8 model passes.
+  passing = [trial for trial in trained if trial['shipped']]
+  chosen = (min(passing, key=lambda trial: trial['shipped_bytes']) if passing else
+            max(trained, key=lambda trial: trial['eval_accuracy']))
   assert search['chosen_share'] == chosen['share']
-  assert trained[-1] is chosen or not within
+  assert all(trial['shipped'] != 'int8' for trial in trained[:-1])
   assert metrics['student']['hidden_units'] == chosen['hidden_units']
   assert metrics['student_parameters'] == chosen['parameters']
 

@@ -1,15 +1,23 @@
 """The whole chain on a small taxi sample: every component runs once, the gate's choice is
-pushed, the report names every model, a rerun is all cache, an impossible gate pushes nothing."""
+pushed, the report names every model, a rerun is all cache, an impossible gate pushes nothing.
+One seed, one model: the chain run twice with a seed, in fresh pipeline roots, makes the same
+teacher, student, pruned model and int8 flatbuffer, and the same gate table."""
 
 import filecmp
+import glob
 import json
 import os
+import pathlib
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
 from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.common import seeding
 from tfx_distillery.components.gate import report
 from tfx_distillery.components.quantizer import predict
 from tfx_distillery.pipelines import datasets
@@ -74,11 +82,48 @@ def run_pipeline(tmp_path, data_root, random_seed=E2E_SEED, prune=True,
   return metadata_path
 
 
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TRAINED = ('DistributedTrainer', 'Distiller', 'Pruner')
+
+
 @pytest.fixture(scope='module')
-def first_run(tmp_path_factory):
+def runs(tmp_path_factory):
+  """Three runs of the chain, each in its own process, as a user re-runs `distillery run
+  --seed`: `first` and `again` with the same seed, `other` with another.
+
+  The three run at once: op determinism must give the same weights whatever else loads
+  the machine, and together they took 159 s here against 400 s one after another. The run
+  with the other seed is only compared up to the Distiller, so it stops there. `first` is
+  also the run every other test of the chain reads.
+  """
   tmp_path = tmp_path_factory.mktemp('e2e')
   data_root = datasets.sample_csv(datasets.taxi_data_dir(), str(tmp_path / 'data'), rows=2000)
-  return tmp_path, data_root, run_pipeline(tmp_path, data_root)
+  work_dirs, processes, logs = {}, {}, {}
+  for name, seed, stages in (('first', E2E_SEED, 'all'), ('again', E2E_SEED, 'all'),
+                             ('other', E2E_SEED + 1, 'distiller')):
+    work_dirs[name] = tmp_path / name
+    work_dirs[name].mkdir()
+    # A file, not a pipe: a pipe nobody reads yet would stall the run writing to it.
+    logs[name] = work_dirs[name] / 'run.log'
+    with open(logs[name], 'wb') as log:
+      processes[name] = subprocess.Popen(
+          [sys.executable, '-m', 'tests.pipelines.test_pipeline_end_to_end',
+           str(work_dirs[name]), data_root, str(seed), stages], cwd=REPOSITORY, stdout=log,
+          stderr=subprocess.STDOUT)
+  try:
+    for name, process in processes.items():
+      process.wait(timeout=900)
+      assert process.returncode == 0, (name, logs[name].read_text(errors='replace')[-3000:])
+  finally:
+    for process in processes.values():
+      process.kill()
+  return {name: (work_dir, data_root, str(work_dir / 'metadata.sqlite'))
+          for name, work_dir in work_dirs.items()}
+
+
+@pytest.fixture(scope='module')
+def first_run(runs):
+  return runs['first']
 
 
 def gate_report_dir(metadata_path):
@@ -147,8 +192,7 @@ def test_the_gate_blesses_the_smallest_candidate_and_pusher_pushes_it(first_run)
   comparison = filecmp.dircmp(pushed, smallest['model_dir'])
   assert not comparison.left_only and not comparison.right_only and not comparison.diff_files
   raw = evaluation.read_serialized_examples(os.path.join(
-      str(tmp_path / 'data'), '..', 'root', 'CsvExampleGen', 'examples', '*', 'Split-eval',
-      '*'), limit=20)
+      str(tmp_path), 'root', 'CsvExampleGen', 'examples', '*', 'Split-eval', '*'), limit=20)
   classes = predict.TFLitePredictor(pushed).predict_raw(raw)['classes']
   assert classes.shape == (20,) and set(classes) <= {0, 1}
   assert 'pushed to: ' + pushed in summary.format_table(run_summary)
@@ -167,6 +211,66 @@ def test_the_report_names_every_model_and_the_pushed_one(first_run):
   assert os.path.getsize(os.path.join(report_dir, report.PNG_FILE_NAME)) > 10_000
 
 
+def outputs(metadata_path):
+  """{(node, type): artifact} of every Model and its metrics."""
+  store = summary.open_store(metadata_path)
+  found = {}
+  for type_name in ('Model', 'distillery.ModelMetrics'):
+    for artifact in summary.pipeline_artifacts(store, PIPELINE_NAME, type_name):
+      found[(summary.producer_node(store, artifact), type_name)] = artifact
+  return found
+
+
+def same_weights(left, right):
+  return left.keys() == right.keys() and all(
+      np.array_equal(left[name], right[name]) for name in left)
+
+
+def flatbuffers(model_uri):
+  return {os.path.basename(path): open(path, 'rb').read()
+          for path in sorted(glob.glob(os.path.join(model_uri, 'Format-Serving', '*.tflite')))}
+
+
+def gate_table(metadata_path):
+  """The gate's decision without its timings (latency is measured, not drawn)."""
+  decision = summary.summarize_run(metadata_path, PIPELINE_NAME).gate_decision
+  return {'chosen': decision['chosen'], 'blessed': decision['blessed'],
+          'candidates': [{key: candidate.get(key) for key in
+                          ('name', 'accuracy', 'size_bytes', 'passed', 'reasons')}
+                         for candidate in decision['candidates']],
+          'baseline': decision.get('baseline_accuracy')}
+
+
+def test_the_same_seed_trains_the_same_weights_at_every_stage(runs):
+  first, again = outputs(runs['first'][2]), outputs(runs['again'][2])
+  for node in TRAINED:
+    assert same_weights(helpers.model_weights(first[(node, 'Model')].uri),
+                        helpers.model_weights(again[(node, 'Model')].uri)), node
+  quantized = flatbuffers(first[('Quantizer_student_full_integer', 'Model')].uri)
+  assert quantized and quantized == flatbuffers(
+      again[('Quantizer_student_full_integer', 'Model')].uri)
+  assert gate_table(runs['first'][2]) == gate_table(runs['again'][2])
+
+
+def test_another_seed_trains_other_weights(runs):
+  first, other = outputs(runs['first'][2]), outputs(runs['other'][2])
+  for node in ('DistributedTrainer', 'Distiller'):
+    assert not same_weights(helpers.model_weights(first[(node, 'Model')].uri),
+                            helpers.model_weights(other[(node, 'Model')].uri)), node
+
+
+def test_the_seed_is_recorded_in_ml_metadata_and_metrics(runs):
+  found = outputs(runs['first'][2])
+  for node in TRAINED + ('Quantizer_student_full_integer',):
+    artifact = found[(node, 'Model')]
+    assert artifact.custom_properties[seeding.SEED_PROPERTY].int_value == E2E_SEED, node
+  for node in ('Distiller', 'Pruner'):
+    with open(os.path.join(found[(node, 'distillery.ModelMetrics')].uri, 'metrics.json')) as handle:
+      assert json.load(handle)['random_seed'] == E2E_SEED, node
+
+
+# Last: these run the chain again into `first`'s pipeline root, which the tests above read
+# as its own process left it.
 def test_a_second_run_with_the_cache_on_executes_nothing(first_run):
   tmp_path, data_root, metadata_path = first_run
   run_pipeline(tmp_path, data_root)
@@ -191,3 +295,10 @@ def test_an_impossible_gate_completes_pushes_nothing_and_says_why(first_run):
     page = handle.read()
   assert 'No model passed the gate; nothing was pushed.' in page
   assert page.count('exceeds max_model_bytes 1') == len(MODEL_NAMES) - 1
+
+
+if __name__ == '__main__':
+  # One seeded run of the small chain: WORK_DIR DATA_ROOT SEED [all|distiller].
+  run_pipeline(pathlib.Path(sys.argv[1]), sys.argv[2], random_seed=int(sys.argv[3]),
+               **({'prune': False, 'quantization_modes': ()}
+                  if sys.argv[4:] == ['distiller'] else {}))

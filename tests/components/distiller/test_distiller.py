@@ -420,7 +420,44 @@ def test_the_size_search_keeps_the_smallest_student_within_the_budget(data, teac
   assert search['chosen_share'] == 0.005 and len(search['trials']) == 1
   assert metrics['student_parameters'] == search['trials'][0]['parameters']
   assert metrics['student_parameters'] <= 0.005 * metrics['teacher_parameters'][0]
-  assert 'the smallest within max_accuracy_drop 1' in search['reason']
+  # Judged by what ships: its int8 folder passes, and is smaller than the float one.
+  [trial] = search['trials']
+  assert trial['shipped'] == 'int8' and trial['int8_rule'] == 'budget'
+  assert 0 < trial['int8_eval_accuracy'] <= 1
+  assert trial['shipped_bytes'] == trial['int8_bytes'] < trial['float_bytes']
+  assert 'ships the fewest bytes within max_accuracy_drop 1' in search['reason']
+
+
+def test_the_size_search_goes_on_past_a_float_pass_to_a_larger_share_whose_int8_passes(
+    data, teacher, tmp_path, monkeypatch):
+  # The int8 figures are set here (the float ones are measured): the smallest share passes
+  # only as a float folder, the next one as int8, which ships fewer bytes; the search stops
+  # there and never trains the largest share.
+  original = training.Distillation.shipped_figures
+
+  def shipped_figures(self, student, correct):
+    figures = original(self, student, correct)
+    share = self.hyperparameters['student_parameter_share']
+    if share == 0.005:  # Its int8 copy answers wrong everywhere.
+      figures['int8_correct'] = np.zeros_like(correct)
+      figures['int8_accuracy'] = 0.0
+    return figures
+
+  monkeypatch.setattr(training.Distillation, 'shipped_figures', shipped_figures)
+  _, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
+                             train_baseline=False, train_steps=8,
+                             student_parameter_shares=(0.005, 0.1, 0.3),
+                             # A bar of the teacher's accuracy less 0.9: every float student
+                             # passes, an int8 copy that is always wrong does not.
+                             max_accuracy_drop=0.9)
+  search = metrics['size_search']
+  assert [trial['share'] for trial in search['trials']] == [0.005, 0.1]
+  small, larger = search['trials']
+  assert small['shipped'] == 'float' and small['shipped_bytes'] == small['float_bytes']
+  assert larger['shipped'] == 'int8' and larger['shipped_bytes'] < small['shipped_bytes']
+  assert small['parameters'] < larger['parameters']
+  assert search['chosen_share'] == 0.1
+  assert metrics['student_parameters'] == larger['parameters']
 
 
 def test_the_size_search_hands_on_the_most_accurate_when_none_is_within_the_budget(

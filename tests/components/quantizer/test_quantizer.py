@@ -268,6 +268,8 @@ def test_outputs_are_a_quantized_model_and_metrics():
     ({'latency_runs': 0}, 'latency_runs must be an integer >= 1'),
     ({'strict_int8': 'yes'}, 'strict_int8 must be True or False'),
     ({'skip_not_a_candidate': 1}, 'skip_not_a_candidate must be True or False'),
+    ({'max_accuracy_drop': 2.0}, r'max_accuracy_drop must be a fraction in \[0, 1\]'),
+    ({'max_accuracy_drop': True}, r'max_accuracy_drop must be a fraction in \[0, 1\]'),
     ({'label_key': ''}, 'label_key must name the transformed label feature'),
 ])
 def test_bad_arguments_fail_at_construction_naming_the_parameter(overrides, message):
@@ -330,3 +332,68 @@ def test_a_raw_flatbuffer_ships_only_when_it_agrees_with_the_folder_route(
                      serving['raw_model_refused'])
     # The folder route is whole and serves.
     assert len(predict.load_tflite(folder).predict_raw(raw_examples(data, 5))['classes']) == 5
+
+
+def int8_fragile(teacher, output_dir: str):
+  """The teacher with a logits layer that full-integer conversion breaks, saved as a Model.
+
+  Its logits read the teacher's last hidden layer and one extra input that is always 0,
+  with a weight of 1e4 on that input: the function is the teacher's, but each output
+  channel's int8 weight scale (1e4 / 127) rounds every real weight to 0, so the plain int8
+  model answers the bias alone. Kept in float, that one layer is the teacher again.
+  """
+  source = tf_keras.models.load_model(os.path.join(teacher.uri, 'Format-Serving'),
+                                      compile=False)
+  last = [layer for layer in source.layers if isinstance(layer, tf_keras.layers.Dense)][-1]
+  hidden = last.input
+  always_zero = tf_keras.layers.Dense(1, kernel_initializer='zeros', name='always_zero')(hidden)
+  joined = tf_keras.layers.Concatenate(name='joined')([hidden, always_zero])
+  kernel, bias = last.get_weights()
+  logits = tf_keras.layers.Dense(kernel.shape[1], name='fragile_logits')
+  model = tf_keras.Model(source.inputs, logits(joined), name='fragile')
+  logits.set_weights([np.vstack([kernel, np.full((1, kernel.shape[1]), 1e4, np.float32)]),
+                      bias])
+  artifact = helpers.artifact(standard_artifacts.Model, output_dir)
+  model.save(os.path.join(output_dir, 'Format-Serving'), save_format='tf')
+  return artifact
+
+
+def test_an_int8_model_past_the_budget_keeps_its_worst_layer_in_float_and_ships_it(
+    data, teacher, tmp_path):
+  fragile = int8_fragile(teacher, str(tmp_path / 'fragile'))
+  examples, graph, _ = data
+  quantized = helpers.artifact(standard_artifacts.Model, str(tmp_path / 'model'))
+  metrics_artifact = helpers.artifact(artifacts.ModelMetrics, str(tmp_path / 'metrics'))
+  quantizer_executor.Executor().Do(
+      {'model': [fragile], 'examples': [examples], 'transform_graph': [graph],
+       'raw_examples': [raw_examples_artifact(str(tmp_path / 'raw'))]},
+      {'quantized_model': [quantized], 'metrics': [metrics_artifact]},
+      {'mode': 'full_integer', 'io_type': 'float32', 'representative_samples': 50,
+       'qat_steps': 20, 'preserve_sparsity': 0, 'eval_examples': 200, 'latency_runs': 5,
+       'label_column': 'species', 'max_accuracy_drop': 0.005})
+  with open(os.path.join(metrics_artifact.uri, 'metrics.json')) as handle:
+    metrics = json.load(handle)
+  recovery = metrics['recovery']
+  plain = recovery['tried'][0]
+  assert plain['variant'] == 'int8' and recovery['float32_accuracy'] - plain['accuracy'] > 0.2
+  # The debugger finds the broken layer first; kept in float, it is within the budget.
+  assert recovery['layer_errors'][0]['layer'] == 'fragile_logits'
+  assert recovery['shipped'] == 'float layers' and recovery['within_budget']
+  assert metrics['float_layers'] == ['fragile_logits']
+  assert metrics['float_ops'] == []  # Every op has an int8 kernel: kept in float on purpose.
+  assert metrics['float32_tflite']['accuracy'] - metrics['accuracy'] <= 0.005
+  # The other layers are int8 still, and the raw-input flatbuffer keeps the same layer in
+  # float: LiteRT alone runs it and it agrees with the folder route.
+  assert metrics['int8_weight_share'] > 0.5
+  folder = os.path.join(quantized.uri, 'Format-Serving')
+  assert os.path.exists(os.path.join(folder, predict.RAW_MODEL_FILE_NAME))
+  assert metrics['raw_model']['agreement_with_folder'] >= 0.98
+  assert metrics['raw_model']['accuracy'] >= metrics['float32_tflite']['accuracy'] - 0.01
+
+
+def test_without_a_budget_the_plain_int8_model_ships_as_before(data, tmp_path, teacher):
+  fragile = int8_fragile(teacher, str(tmp_path / 'fragile'))
+  _, metrics = run_quantizer(data, fragile, str(tmp_path), 'full_integer',
+                             max_accuracy_drop=-1.0)
+  assert metrics['recovery'] is None and metrics['float_layers'] == []
+  assert metrics['float32_tflite']['accuracy'] - metrics['accuracy'] > 0.2
