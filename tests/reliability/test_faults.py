@@ -152,6 +152,7 @@ def raw_examples(case_header):
           helpers.serialize({names[0]: [36.0], names[1]: [190.0], names[2]: ['Biscoe']})]
 
 
+@pytest.mark.serial  # a bound on time: alone, after the rest
 @pytest.mark.e2e  # long: make test-e2e
 def test_the_messy_folder_runs_and_its_model_serves_raw_rows_by_their_csv_names(messy_run):
   tmp_path, _, result = messy_run
@@ -175,6 +176,7 @@ def test_the_messy_folder_runs_and_its_model_serves_raw_rows_by_their_csv_names(
   assert set(predicted['labels']) <= set(messy_csv.CLASSES)
 
 
+@pytest.mark.serial  # a bound on time: alone, after the rest
 @pytest.mark.e2e  # long: make test-e2e
 @pytest.mark.parametrize('fault', sorted(FAULTS))
 def test_a_run_whose_serving_folder_fails_exits_1_and_keeps_the_served_model(
@@ -205,6 +207,7 @@ def test_a_run_whose_serving_folder_fails_exits_1_and_keeps_the_served_model(
   assert len(load_tflite(str(previous)).predict_raw(raw_examples(header))['classes']) == 2
 
 
+@pytest.mark.serial  # a bound on time: alone, after the rest
 @pytest.mark.e2e  # long: make test-e2e
 def test_control_c_stops_within_seconds_and_the_next_run_reuses_what_finished(messy_run):
   run_path, arguments, _ = messy_run

@@ -162,6 +162,7 @@ def training_processes():
   return processes
 
 
+@pytest.mark.serial  # a bound on time: alone, after the rest
 @pytest.mark.e2e  # long: make test-e2e
 def test_a_killed_worker_fails_the_run_fast_and_a_rerun_resumes(data, tmp_path, progress_lines):
   errors = []

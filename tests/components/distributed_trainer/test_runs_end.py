@@ -55,6 +55,7 @@ def alive(pids):
   return living
 
 
+@pytest.mark.serial  # a bound on time: alone, after the rest
 @pytest.mark.e2e  # long: make test-e2e
 def test_a_worker_stuck_before_a_collective_fails_the_run_within_the_bound(data, tmp_path):
   """Worker 1 sleeps in run_fn; worker 0 waits in the first variable's broadcast."""
@@ -105,6 +106,7 @@ def kill_and_watch(parent, lines, log, until: str, parent_signal):
   assert not alive(workers), f'workers {alive(workers)} outlived their parent'
 
 
+@pytest.mark.serial  # a bound on time: alone, after the rest
 @pytest.mark.e2e  # long: make test-e2e
 @pytest.mark.parametrize('parent_signal', [signal.SIGTERM, signal.SIGKILL])
 def test_silent_workers_die_with_their_parent(data, tmp_path, parent_signal):
@@ -114,6 +116,7 @@ def test_silent_workers_die_with_their_parent(data, tmp_path, parent_signal):
   kill_and_watch(parent, lines, log, 'stuck: sleeping before', parent_signal)
 
 
+@pytest.mark.serial  # a bound on time: alone, after the rest
 @pytest.mark.e2e  # long: make test-e2e
 def test_workers_die_with_their_parent_and_the_next_run_resumes(data, tmp_path):
   output_dir = str(tmp_path / 'trainer')
