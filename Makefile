@@ -39,7 +39,7 @@ test-e2e: $(INSTALLED)
 # on 2 cores, the sum of those results' own runs); `make bench-all` adds the re-checks on
 # held-out seeds and against the stronger baseline (7.5 hours). `make bench-stale` measures
 # again only the results a change made stale. A test keeps these hours equal to the results'.
-BENCHMARKS := pipeline pruning distillation mnist1d-small mnist1d-large-cnn mnist1d-large-mlp \
+BENCHMARKS := pipeline shipping pruning distillation mnist1d-small mnist1d-large-cnn mnist1d-large-mlp \
   compression distributed ingestion scale beam_modes
 RESULTS_DIR := docs/results
 RECHECKS := mnist1d-large-cnn-held-out mnist1d-large-mlp-held-out mnist1d-mlp-mixup-pseudo

@@ -38,7 +38,7 @@ MEASURED_PATHS = ('benchmarks', 'components', 'trainer_modules', 'pipelines', 't
 # Every result, in the order of sections in docs/benchmarks.md. A result is named after its
 # module (`benchmarks/<name>.py`), or `<module>-<configuration>` for a module run under named
 # configurations (`python -m benchmarks.<module> --config <configuration>`).
-ORDER = ('pipeline', 'pruning', 'distillation', 'mnist1d-small', 'mnist1d-large-cnn',
+ORDER = ('pipeline', 'shipping', 'pruning', 'distillation', 'mnist1d-small', 'mnist1d-large-cnn',
          'mnist1d-large-cnn-held-out', 'mnist1d-large-mlp', 'mnist1d-large-mlp-held-out',
          'mnist1d-mlp-mixup-pseudo', 'compression', 'distributed', 'ingestion', 'scale',
          'beam_modes')

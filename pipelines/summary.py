@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 import os
 from typing import Dict, List, Optional
 
@@ -143,8 +144,52 @@ def format_table(summary: RunSummary) -> str:
       lines.append(f'  {left_out["name"]}: not measured: {left_out["reason"]}')
   if decision and not decision.get('blessed'):
     lines.append('no candidate passed the gate, so nothing was pushed (exit status 3)')
+    lines.extend(what_to_change(decision))
   lines.append(f'pushed to: {summary.pushed_destination or "nothing was pushed"}')
   return '\n'.join(lines)
+
+
+def what_to_change(decision: dict) -> List[str]:
+  """When no candidate passed: which figure missed, by how much, and what moves it.
+
+  Reads the gate's decision only, so `distillery report` prints the same lines later.
+  """
+  candidates = [candidate for candidate in decision.get('candidates', [])
+                if not candidate.get('passed')]
+  if not candidates:
+    return []
+  split = decision.get('split', 'eval')
+  best = max(candidates, key=lambda candidate: candidate['accuracy'])
+  teacher_accuracy = decision['teacher']['accuracy']
+  budget = decision['max_accuracy_drop']
+  drop = teacher_accuracy - best['accuracy']
+  lines = []
+  if drop > budget:
+    # The smallest budget, in whole tenths of a point, that the best candidate meets.
+    needed = math.ceil(round(drop * 1000, 6)) / 1000
+    lines.append(f'what missed: accuracy. The best candidate, {best["name"]}, is {drop:.4f} '
+                 f'below the teacher\'s {teacher_accuracy:.4f} on {split}; the budget is '
+                 f'{budget:.4f} (max_accuracy_drop).')
+    lines.append(f'what to change: allow that drop (--max-accuracy-drop {needed:g}), train '
+                 'the student longer (--student-train-steps), or let the size search try '
+                 'larger students (--student-shares, e.g. 0.01,0.03,0.1,0.3,1).')
+  if all(candidate['accuracy'] <= decision['majority_accuracy'] or
+         candidate.get('versus_majority', {}).get('within_noise') for candidate in candidates):
+    majority = decision['majority_accuracy']
+    lines.append(f'what missed: the lead over the majority class ({majority:.4f}). No '
+                 'candidate learnt clearly more than always guessing the commonest class.')
+    lines.append('what to change: train longer (--train-steps for the teacher, '
+                 '--student-train-steps for the student), or check that the label can be '
+                 'learnt from the columns.')
+  max_bytes = decision.get('max_model_bytes', -1)
+  if max_bytes is not None and max_bytes >= 0 and all(
+      candidate['size_bytes'] > max_bytes for candidate in candidates):
+    smallest = min(candidates, key=lambda candidate: candidate['size_bytes'])
+    lines.append(f'what missed: size. The smallest candidate, {smallest["name"]}, is '
+                 f'{smallest["size_bytes"]} bytes; max_model_bytes is {max_bytes}.')
+    lines.append('what to change: raise max_model_bytes, or quantize (the int8 candidates '
+                 'are about a quarter of the float size).')
+  return lines
 
 
 def training_curves(model_run_dir: str) -> Dict[str, Dict[str, List[float]]]:

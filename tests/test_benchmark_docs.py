@@ -353,7 +353,8 @@ def test_make_bench_all_runs_every_benchmark_the_document_has_a_place_for_and_st
   bench, rechecks = listed('BENCHMARKS'), listed('RECHECKS')
   assert sorted(bench + rechecks) == sorted(results.ORDER) and not set(bench) & set(rechecks)
   records = {record['benchmark']: record for record in results.load_all()}
-  hours = results.bench_hours([records[name] for name in bench])
+  # A pending benchmark has no result, so no time yet (docs/benchmarks.md says why).
+  hours = results.bench_hours([records[name] for name in bench if name in records])
   all_hours = results.bench_hours(list(records.values()))
   assert f'on its first seeds ({hours:.1f} hours' in text
   assert f'against the stronger baseline ({all_hours:.1f} hours)' in text

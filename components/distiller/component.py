@@ -161,14 +161,17 @@ class Distiller(base_component.BaseComponent):
         examples the training set lacks. 0 turns it off.
       learning_rate_schedule: `constant`, or `cosine` (decays to 0 over the
         steps; the from-scratch baseline gets the same schedule).
-      student_hidden_units: The built-in student's hidden layer widths (default (16,)).
-      student_parameter_share: Size the built-in student instead as the widest one
-        hidden layer with at most this share of the (first) teacher's parameters, in (0, 1].
-      student_parameter_shares: Or let the Distiller size the built-in student: it
-        distils one at each share (increasing, e.g. (0.01, 0.03, 0.1, 0.3)), smallest
-        first, and keeps the first within `max_accuracy_drop` of the teacher on eval
-        (the most accurate when none is). `metrics.json` records every size tried
-        (`size_search`). Each size costs a training; not with `tune`.
+      student_hidden_units: The built-in student's hidden layer widths, fixed.
+      student_parameter_share: Or size the built-in student as the widest one hidden
+        layer with at most this share of the (first) teacher's parameters, in (0, 1].
+      student_parameter_shares: Or let the Distiller size the built-in student, the
+        default when none of these three is given (`DEFAULT_STUDENT_PARAMETER_SHARES`,
+        (0.01, 0.03, 0.1, 0.3)): it distils one at each share (increasing), smallest
+        first, judges each by what would ship (its int8 file when that passes, else the
+        float model) and keeps the fewest shipped bytes within `max_accuracy_drop` of
+        the teacher on eval (the most accurate when none is). `metrics.json` records
+        every size tried (`size_search`). Each size costs a training. With `tune` and
+        no size given, the built-in student has one hidden layer of 16 units.
       max_accuracy_drop: The size search's budget below the teacher's eval accuracy,
         a fraction (0.01 is one point); give the gate's.
       teacher_targets: `soft` (the default): the teacher's tempered distribution.
@@ -217,6 +220,11 @@ class Distiller(base_component.BaseComponent):
                                            student_parameter_shares)) > 1:
       raise ValueError('Give one of student_hidden_units, student_parameter_share or '
                        'student_parameter_shares, not several.')
+    if (module_file is None and not tune and student_hidden_units is None and
+        student_parameter_share is None and student_parameter_shares is None):
+      # The built-in student with no size given: search it, so that it is large enough
+      # to learn the teacher and no larger than what passes.
+      student_parameter_shares = training.DEFAULT_STUDENT_PARAMETER_SHARES
     if student_hidden_units is not None and (
         isinstance(student_hidden_units, (str, bytes)) or not student_hidden_units or
         any(not isinstance(units, int) or isinstance(units, bool) or units < 1

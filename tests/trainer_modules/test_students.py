@@ -3,6 +3,7 @@
 import pytest
 
 from tfx_distillery.trainer_modules import base
+from tfx_distillery.trainer_modules import digits_cnn_student
 from tfx_distillery.trainer_modules import digits_student
 
 
@@ -19,6 +20,18 @@ class _TenClasses:
 def test_digits_student_width_comes_from_hyperparameters(hyperparameters, expected_parameters):
   given = {**(hyperparameters or {}), 'num_classes': 10}
   student = digits_student.build_student(_TenClasses(), given)
+  assert student.count_params() == expected_parameters
+
+
+@pytest.mark.parametrize('hyperparameters, expected_parameters', [
+    # Two 3x3 convolutions (16 and 32 filters), two poolings to 2x2, then the logits.
+    (None, (9 * 16 + 16) + (9 * 16 * 32 + 32) + (2 * 2 * 32 * 10 + 10)),
+    ({'filters': 8}, (9 * 8 + 8) + (9 * 8 * 16 + 16) + (2 * 2 * 16 * 10 + 10)),
+])
+def test_the_digits_runs_cnn_student_is_small_and_its_width_comes_from_hyperparameters(
+    hyperparameters, expected_parameters):
+  given = {**(hyperparameters or {}), 'num_classes': 10}
+  student = digits_cnn_student.build_student(_TenClasses(), given)
   assert student.count_params() == expected_parameters
 
 

@@ -325,6 +325,22 @@ def test_outputs_are_model_model_run_and_metrics():
   assert distiller.outputs['model'].type == standard_artifacts.Model
 
 
+def shares_of(distiller):
+  return json.loads(distiller.exec_properties['distillation'])['student_parameter_shares']
+
+
+def test_the_built_in_student_with_no_size_given_gets_the_size_search_by_default():
+  # #61: a fixed small width could not learn TFX's taxi teacher; the search grows it.
+  assert shares_of(make(module_file=None)) == list(training.DEFAULT_STUDENT_PARAMETER_SHARES)
+  assert training.DEFAULT_STUDENT_PARAMETER_SHARES == datasets.DEFAULT_STUDENT_PARAMETER_SHARES
+  # A size given, a module file, or tuning (which searches at one size) keeps it off.
+  assert shares_of(make(module_file=None, student_hidden_units=[16])) is None
+  assert shares_of(make(module_file=None, student_parameter_share=0.1)) is None
+  assert shares_of(make(module_file=None, tune=True)) is None
+  assert shares_of(make()) is None
+  assert shares_of(make(module_file=None, student_parameter_shares=[0.2])) == [0.2]
+
+
 @pytest.mark.parametrize('overrides,message', [
     ({'temperature': 0}, 'temperature must be a number > 0'),
     ({'temperature': -1.5}, 'temperature must be a number > 0'),

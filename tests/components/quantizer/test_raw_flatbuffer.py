@@ -48,7 +48,8 @@ def digits_run(tmp_path_factory):
           data_root=os.path.join(workspace, 'data'),
           transform_module_file=digits.transform_module_file,
           teacher_module_file=digits.teacher_module_file,
-          student_module_file=digits.student_module_file,
+          # The 610-parameter student, not the run's CNN: it ships no smaller pruned.
+          student_module_file=datasets.module_file('digits_student'),
           label_column=digits.label_column, schema_path=digits.schema_file,
           serving_model_dir=os.path.join(workspace, 'serving'), train_steps=150,
           eval_steps=2, student_train_steps=300, num_shards=2, pruning_steps=100,

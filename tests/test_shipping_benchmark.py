@@ -1,0 +1,63 @@
+"""The benchmark of what ships (#61) reads the README's own pipeline and judges runs by rule."""
+
+import pytest
+
+from benchmarks import shipping
+
+
+def test_the_stock_taxi_run_is_the_readmes_block_with_1000_steps_and_the_seed():
+  script = shipping.stock_taxi_script(7)
+  assert script.count('num_steps=1000') == 1
+  assert 'trainer = tfx.components.Trainer(' in script
+  for name in ('Distiller', 'Pruner', 'Quantizer'):
+    assert f'{name}(random_seed=7, ' in script
+  assert script.rstrip().endswith('tfx.orchestration.LocalDagRunner().run(pipeline)')
+  compile(script, 'stock-taxi', 'exec')
+
+
+def test_a_readme_block_that_lost_its_trainer_steps_is_refused(monkeypatch):
+  monkeypatch.setattr(shipping, 'readme_block', lambda: 'distiller = Distiller(x=1)\n')
+  with pytest.raises(ValueError, match='update benchmarks/shipping.py'):
+    shipping.stock_taxi_script(1)
+
+
+def test_the_csv_is_repeated_under_one_header(tmp_path):
+  (tmp_path / 'source').mkdir()
+  (tmp_path / 'source' / 'data.csv').write_text('a,b\n1,2\n3,4\n')
+  shipping.write_repeated_csv(str(tmp_path / 'source'), str(tmp_path / 'out'), 3)
+  assert (tmp_path / 'out' / 'data.csv').read_text() == 'a,b\n' + '1,2\n3,4\n' * 3
+
+
+def entry(seed, exit_status=0, pushed_format='tflite_raw', pushed_bytes=40_000,
+          pushed=0.88, teacher=0.89, student=0.885, int8=0.884):
+  return {'seed': seed, 'exit_status': exit_status, 'pushed': 'student_full_integer'
+          if exit_status == 0 else None, 'pushed_format': pushed_format,
+          'pushed_bytes': pushed_bytes, 'pushed_test_accuracy': pushed,
+          'teacher_test_accuracy': teacher, 'max_accuracy_drop': 0.01,
+          'student_test_accuracy': student, 'int8_test_accuracy': int8}
+
+
+def verdicts(rows):
+  return {row['figure'].split(',')[0].split(' (')[0]: row['met'] for row in rows}
+
+
+def test_a_csv_run_meets_its_targets_only_when_every_seed_ships_small_int8_within_budget():
+  met = verdicts(shipping.targets_of('csv-1x', [entry(1), entry(2), entry(3)]))
+  assert met == {'csv-1x: seeds that pushed a model': True,
+                 'csv-1x: seeds whose pushed model is int8 and at most 64 KB as shipped': True,
+                 "csv-1x: pushed models within the gate's budget on test": True,
+                 'csv-1x: int8 - float test accuracy of the chosen student': True,
+                 "csv-1x: the pushed model's test accuracy minus the teacher's": None}
+  # One float folder pushed, one seed over budget, one int8 that lost 0.03 to its float.
+  missed = verdicts(shipping.targets_of('csv-1x', [
+      entry(1, pushed_format='saved_model', pushed_bytes=700_000), entry(2, pushed=0.87),
+      entry(3, int8=0.855)]))
+  assert missed['csv-1x: seeds whose pushed model is int8 and at most 64 KB as shipped'] is False
+  assert missed["csv-1x: pushed models within the gate's budget on test"] is False
+  assert missed['csv-1x: int8 - float test accuracy of the chosen student'] is False
+
+
+def test_a_run_that_pushed_nothing_misses_the_push_target():
+  met = verdicts(shipping.targets_of('mnist1d', [entry(1), entry(2, exit_status=3)]))
+  assert met['mnist1d: seeds that pushed a model'] is False
+  assert 'mnist1d: seeds whose pushed model is int8' not in met
