@@ -95,7 +95,8 @@ class Console:
     environment['DISTILLERY_HOME'] = str(home)
     self.process = subprocess.Popen([command, *arguments], cwd=str(cwd), env=environment,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, start_new_session=True)
+                                    text=True, start_new_session=True,
+                                    preexec_fn=answer_control_c)
     self.lines = []
     self._reader = threading.Thread(target=self._read, daemon=True)
     self._reader.start()
@@ -124,6 +125,13 @@ class Console:
     seconds = time.monotonic() - start
     self._reader.join(timeout=10)
     return code, seconds, children
+
+
+def answer_control_c():
+  """In the child: SIGINT as a terminal leaves it. A suite started in the background (`make
+  test-e2e &` from a script) has SIGINT ignored, every child inherits that, and a Python
+  that starts with SIGINT ignored never raises KeyboardInterrupt: the run would go on."""
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture(scope='module')
