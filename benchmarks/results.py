@@ -56,7 +56,11 @@ def command_for(name: str) -> List[str]:
 # Benchmarks with no result at this commit, and why: their old result went stale and its
 # re-run did not fit the session. docs/benchmarks.md says so in the result's place; a test
 # fails once a pending benchmark has a result again, so the entry goes with its re-run.
-PENDING: Dict[str, str] = {}
+PENDING: Dict[str, str] = {
+    'shipping': ('Not measured in full yet (#61): its seven runs at three seeds include the '
+                 'taxi-like CSV at 100 times its rows, hours on 2 cores. '
+                 '`python -m benchmarks.recorded shipping --save --json` measures it.'),
+}
 
 
 def target(name: str, value: Optional[float], rule: str, met: Optional[bool]) -> Dict[str, Any]:

@@ -150,7 +150,7 @@ def test_a_result_file_that_cannot_be_read_is_refused_naming_the_file(tmp_path, 
 def test_a_result_naming_a_benchmark_that_does_not_exist_is_refused_naming_the_file(tmp_path):
   (tmp_path / 'mnist1d_large.json').write_text(json.dumps(_stale_record('mnist1d_large')))
   with pytest.raises(ValueError, match=r"mnist1d_large.json: names benchmark 'mnist1d_large', "
-                     r'which does not exist; expected one of pipeline, pruning'):
+                     r'which does not exist; expected one of pipeline, shipping, pruning'):
     results.load_all(str(tmp_path))
   (tmp_path / 'mnist1d_large.json').rename(tmp_path / 'pruning.json')
   (tmp_path / 'pruning.json').write_text(json.dumps(_stale_record('pipeline')))
