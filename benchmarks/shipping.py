@@ -98,9 +98,10 @@ def run_command(run: str, seed: int, data_dirs: dict):
 
 def newest_metrics(home: str, node: str, output: str = 'metrics'):
   """A component's newest metrics.json under a home (the CLI's) or a pipeline root."""
-  paths = (glob.glob(os.path.join(home, 'runs', '*', node, output, '*', 'metrics.json')) or
-           glob.glob(os.path.join(home, '**', node, output, '*', 'metrics.json'),
-                     recursive=True))
+  found = pruning.newest_metrics(home, node, output)
+  if found is not None:
+    return found
+  paths = glob.glob(os.path.join(home, '**', node, output, '*', 'metrics.json'), recursive=True)
   if not paths:
     return None
   with open(max(paths, key=lambda path: int(path.split(os.sep)[-2]))) as handle:
