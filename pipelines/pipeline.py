@@ -13,6 +13,7 @@ from tfx import v1 as tfx
 from tfx.dsl.components.base import base_node
 
 from tfx_distillery import components
+from tfx_distillery.components.common import beam_runner
 from tfx_distillery.components.common import parameters
 from tfx_distillery.components.common import seeding
 from tfx_distillery.components.gate import spec as gate_spec
@@ -277,7 +278,8 @@ def create_pipeline(pipeline_name: str,
     pipeline_name: Name recorded in ML Metadata; runs of one name share a cache.
     pipeline_root: Folder (or bucket path) for every component's outputs.
     metadata_connection_config: ML Metadata connection; None lets the runner choose.
-    beam_pipeline_args: Arguments for the Beam-based components.
+    beam_pipeline_args: Arguments for the Beam-based components. With no `--runner`, they
+      get Beam's DirectRunner without its first try of Prism (`beam_runner`).
     enable_cache: Reuse outputs of executions whose inputs did not change.
     **component_arguments: `create_components`' arguments: the data, module files,
       label, steps, stages and the gate's limits.
@@ -292,4 +294,4 @@ def create_pipeline(pipeline_name: str,
       components=create_components(**component_arguments),
       enable_cache=enable_cache,
       metadata_connection_config=metadata_connection_config,
-      beam_pipeline_args=beam_pipeline_args or [])
+      beam_pipeline_args=beam_runner.with_direct_runner(beam_pipeline_args or []))

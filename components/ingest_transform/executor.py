@@ -23,6 +23,7 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import schema_utils
 
+from tfx_distillery.components.common import beam_runner
 from tfx_distillery.components.common import evaluation
 from tfx_distillery.components.common import labels as label_checks
 from tfx_distillery.components.common import measuring
@@ -416,20 +417,22 @@ def direct_runner_args(beam_pipeline_args: List[str], direct_num_processes: int,
     examples_bytes: Size of the input examples.
 
   Returns:
-    Arguments to append (possibly none).
+    Arguments to append (possibly none); with no runner named, Beam's DirectRunner without
+    its first try of Prism (`beam_runner`).
   """
-  other_runner = any(arg.startswith('--runner') and 'Direct' not in arg
-                     for arg in beam_pipeline_args)
+  named_runner = beam_runner.runner_name(beam_pipeline_args)
+  runner = [] if named_runner else [beam_runner.RUNNER_ARGUMENT]
+  other_runner = named_runner is not None and 'Direct' not in named_runner
   mode_given = any(arg.startswith('--direct_running_mode') for arg in beam_pipeline_args)
   if other_runner or mode_given:
-    return []
+    return runner
   if direct_num_processes < 0:
     direct_num_processes = (MULTI_PROCESSING_WORKERS
                             if examples_bytes >= MULTI_PROCESSING_MIN_BYTES else 0)
   if direct_num_processes == 0:
-    return ['--direct_running_mode=in_memory', '--direct_num_workers=1']
-  return ['--direct_running_mode=multi_processing',
-          f'--direct_num_workers={direct_num_processes}']
+    return runner + ['--direct_running_mode=in_memory', '--direct_num_workers=1']
+  return runner + ['--direct_running_mode=multi_processing',
+                   f'--direct_num_workers={direct_num_processes}']
 
 
 def write_options(uri: str, options: reading.IngestionOptions) -> None:

@@ -25,6 +25,7 @@ from tests.reliability import messy_csv
 from tests.reliability.test_kill_during_push import model_dir  # pylint: disable=unused-import
 from tests.reliability.test_kill_during_push import push_arguments
 from tests.reliability.test_kill_during_push import versions
+from tfx_distillery.components.distributed_trainer import cluster
 from tfx_distillery.components.pusher import executor as pusher_executor
 
 FAULTS = {'full': (errno.ENOSPC, 'No space left on device'),
@@ -116,6 +117,22 @@ class Console:
       assert time.monotonic() < deadline, f'no {phrase!r} in {timeout} s:\n{self.text}'
       time.sleep(0.2)
 
+  def wait_for_process(self, module, timeout=300):
+    """Waits until a process under the run has `-m module` on its command line: the
+    trainer's worker is up, however loaded the machine is."""
+    def command_line(child):
+      try:
+        return child.cmdline()
+      except psutil.Error:  # It ended while we looked (pip, a Beam worker).
+        return []
+
+    deadline = time.monotonic() + timeout
+    while not any(module in command_line(child)
+                  for child in psutil.Process(self.process.pid).children(recursive=True)):
+      assert self.process.poll() is None, f'the run ended before {module} started:\n{self.text}'
+      assert time.monotonic() < deadline, f'no {module} process in {timeout} s:\n{self.text}'
+      time.sleep(0.2)
+
   def control_c(self, timeout=30):
     """Sends SIGINT to the process group, as Ctrl-C does; returns (exit status, seconds)."""
     children = psutil.Process(self.process.pid).children(recursive=True)
@@ -160,7 +177,6 @@ def raw_examples(case_header):
           helpers.serialize({names[0]: [36.0], names[1]: [190.0], names[2]: ['Biscoe']})]
 
 
-@pytest.mark.serial  # a bound on time: alone, after the rest
 @pytest.mark.e2e  # long: make test-e2e
 def test_the_messy_folder_runs_and_its_model_serves_raw_rows_by_their_csv_names(messy_run):
   tmp_path, _, result = messy_run
@@ -184,7 +200,6 @@ def test_the_messy_folder_runs_and_its_model_serves_raw_rows_by_their_csv_names(
   assert set(predicted['labels']) <= set(messy_csv.CLASSES)
 
 
-@pytest.mark.serial  # a bound on time: alone, after the rest
 @pytest.mark.e2e  # long: make test-e2e
 @pytest.mark.parametrize('fault', sorted(FAULTS))
 def test_a_run_whose_serving_folder_fails_exits_1_and_keeps_the_served_model(
@@ -215,7 +230,6 @@ def test_a_run_whose_serving_folder_fails_exits_1_and_keeps_the_served_model(
   assert len(load_tflite(str(previous)).predict_raw(raw_examples(header))['classes']) == 2
 
 
-@pytest.mark.serial  # a bound on time: alone, after the rest
 @pytest.mark.e2e  # long: make test-e2e
 def test_control_c_stops_within_seconds_and_the_next_run_reuses_what_finished(messy_run):
   run_path, arguments, _ = messy_run
@@ -240,7 +254,7 @@ def test_control_c_stops_within_seconds_and_the_next_run_reuses_what_finished(me
   workers = ['--num-workers', '2']
   during_training = Console([*arguments, *serving, *workers], home, run_path)
   during_training.wait_for('DistributedTrainer: started')
-  time.sleep(6)  # The worker processes are up.
+  during_training.wait_for_process(cluster.WORKER_MODULE)
   code, seconds, children = during_training.control_c()
   console = during_training.text
   assert 'inputs unchanged since the last run' in console

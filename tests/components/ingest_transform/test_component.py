@@ -13,6 +13,7 @@ from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 
 from tfx_distillery.components import IngestionTransform
+from tfx_distillery.components.common import beam_runner
 from tfx_distillery.components.common import reading
 from tfx_distillery.components.ingest_transform import executor as ingest_executor
 from tfx_distillery.pipelines import datasets
@@ -66,13 +67,19 @@ def test_unwritable_cache_path_fails_at_construction(tmp_path):
     make(cache='file', cache_path=str(tmp_path / 'file' / 'cache'))
 
 
+RUNNER = beam_runner.RUNNER_ARGUMENT
+
+
 @pytest.mark.parametrize('args, processes, size, expected', [
-    ([], -1, 10, ['--direct_running_mode=in_memory', '--direct_num_workers=1']),
+    ([], -1, 10, [RUNNER, '--direct_running_mode=in_memory', '--direct_num_workers=1']),
     ([], -1, ingest_executor.MULTI_PROCESSING_MIN_BYTES,
-     ['--direct_running_mode=multi_processing', '--direct_num_workers=2']),
-    ([], 4, 10, ['--direct_running_mode=multi_processing', '--direct_num_workers=4']),
+     [RUNNER, '--direct_running_mode=multi_processing', '--direct_num_workers=2']),
+    ([], 4, 10, [RUNNER, '--direct_running_mode=multi_processing', '--direct_num_workers=4']),
     (['--runner=DataflowRunner'], -1, 10**12, []),
-    (['--direct_running_mode=multi_threading'], 0, 10, []),
+    (['--runner', 'DirectRunner'], 0, 10, ['--direct_running_mode=in_memory',
+                                           '--direct_num_workers=1']),
+    ([RUNNER], 0, 10, ['--direct_running_mode=in_memory', '--direct_num_workers=1']),
+    (['--direct_running_mode=multi_threading'], 0, 10, [RUNNER]),
 ])
 def test_direct_runner_mode_is_chosen_unless_the_user_chose(args, processes, size, expected):
   assert ingest_executor.direct_runner_args(args, processes, size) == expected

@@ -1,0 +1,47 @@
+"""Our Beam stages run on Beam's DirectRunner without its first try of Prism."""
+
+import logging
+
+import apache_beam as beam
+from apache_beam.testing import util as beam_testing
+import pytest
+
+from tfx_distillery.components.common import beam_runner
+from tfx_distillery.pipelines import datasets
+from tfx_distillery.pipelines import pipeline
+
+
+@pytest.mark.parametrize('mode', [['--direct_running_mode=in_memory'],
+                                  ['--direct_running_mode=multi_processing',
+                                   '--direct_num_workers=2']])
+def test_a_pipeline_runs_on_the_fn_api_runner_and_never_tries_prism(mode, caplog):
+  caplog.set_level(logging.INFO, logger='apache_beam')
+  with beam.Pipeline(argv=beam_runner.with_direct_runner(mode)) as beam_pipeline:
+    doubled = (beam_pipeline | beam.Create(range(50)) | beam.Map(lambda x: 2 * x)
+               | beam.CombineGlobally(sum))
+    beam_testing.assert_that(doubled, beam_testing.equal_to([2450]))
+  assert isinstance(beam_pipeline.runner, beam_runner.DirectRunner)
+  assert not [record for record in caplog.records if 'Prism' in record.getMessage()]
+
+
+@pytest.mark.parametrize('given, expected', [
+    ([], [beam_runner.RUNNER_ARGUMENT]),
+    (['--direct_num_workers=1'], [beam_runner.RUNNER_ARGUMENT, '--direct_num_workers=1']),
+    (['--runner=FlinkRunner', '--flink_master=host:8081'],
+     ['--runner=FlinkRunner', '--flink_master=host:8081']),
+    (['--runner', 'DirectRunner'], ['--runner', 'DirectRunner']),
+])
+def test_a_runner_the_user_names_is_kept(given, expected):
+  assert beam_runner.with_direct_runner(given) == expected
+
+
+def test_the_pipeline_carries_the_runner_unless_the_user_named_one(tmp_path):
+  taxi = datasets.resolve('taxi', str(tmp_path))
+  arguments = dict(pipeline_name='p', pipeline_root=str(tmp_path), data_root=taxi.data_root,
+                   transform_module_file=taxi.transform_module_file,
+                   teacher_module_file=taxi.teacher_module_file,
+                   label_column=taxi.label_column, serving_model_dir=str(tmp_path / 's'))
+  built = pipeline.create_pipeline(beam_pipeline_args=['--direct_num_workers=1'], **arguments)
+  assert built.beam_pipeline_args == [beam_runner.RUNNER_ARGUMENT, '--direct_num_workers=1']
+  flink = pipeline.create_pipeline(beam_pipeline_args=['--runner=FlinkRunner'], **arguments)
+  assert flink.beam_pipeline_args == ['--runner=FlinkRunner']
