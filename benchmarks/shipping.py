@@ -11,7 +11,11 @@ Every run is a user's command at its defaults, in a fresh home and a subprocess:
   has the built-in student at the component's defaults (the size search).
 
 Each run goes once per seed (`--seed`). Runs go two at a time, so their seconds are not
-compared. From each run's gate decision (on `test`) and its components' `metrics.json`:
+compared.
+- `demo`: `make demo`'s command with no seed, DEMO_RUNS times, first and one at a time
+  with nothing else running. The first DEMO_PAIRS runs each follow the same command at
+  DEMO_BASELINE_COMMIT, the last commit before #61's work, checked out in this process
+  run: the ratio of first runs is the median over those pairs. From each run's gate decision (on `test`) and its components' `metrics.json`:
 the pushed candidate, its bytes and latency, its test accuracy against the teacher's; the
 chosen student's float and int8 test accuracy (the gate measures both); the layers the
 Quantizer left in float; the size search's choice. The targets are #61's, decided on the
@@ -30,6 +34,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 
 from benchmarks import common
 from benchmarks import pruning
@@ -37,10 +42,19 @@ from benchmarks import results
 
 # Fixed before any result.
 SEEDS = (1, 2, 3)
-RUNS = ('csv-1x', 'csv-10x', 'csv-100x', 'digits', 'taxi', 'mnist1d', 'stock-taxi')
+RUNS = ('demo', 'csv-1x', 'csv-10x', 'csv-100x', 'digits', 'taxi', 'mnist1d', 'stock-taxi')
 CSV_REPEATS = {'csv-1x': 1, 'csv-10x': 10, 'csv-100x': 100}
-# The runs that must push int8 (#61): the CSVs at <= 64 KB as shipped, taxi and digits.
-INT8_RUNS = ('csv-1x', 'csv-10x', 'csv-100x', 'digits', 'taxi')
+# The runs that must push int8 (#61): the CSVs at <= 64 KB as shipped, taxi and digits,
+# and `make demo` (taxi with no seed).
+INT8_RUNS = ('demo', 'csv-1x', 'csv-10x', 'csv-100x', 'digits', 'taxi')
+DEMO_RUNS = 5
+DEMO_PAIRS = 3
+DEMO_BASELINE_COMMIT = 'b2bcc59'
+# `make demo`'s first run at most this share of DEMO_BASELINE_COMMIT's (#61).
+DEMO_RATIO_TARGET = 1.10
+# `distillery run` as the console script runs it, from whichever package is first on the
+# path: the same command at both commits.
+DEMO_COMMAND = 'import sys; from tfx_distillery.pipelines import cli; sys.exit(cli.main())'
 INT8_BYTES = 64 * 1024
 # int8 - float test accuracy of the shipped student, on the mean.
 INT8_FLOAT_FLOOR = -0.005
@@ -108,30 +122,46 @@ def newest_metrics(home: str, node: str, output: str = 'metrics'):
     return json.load(handle)
 
 
+_RECORD_LOCK = threading.Lock()
+
+
+def record(work_dir: str, entry: dict) -> dict:
+  """Appends a finished run to `runs.jsonl` in the work folder, so a benchmark stopped
+  part-way still shows the runs it finished."""
+  with _RECORD_LOCK, open(os.path.join(work_dir, 'runs.jsonl'), 'a') as handle:
+    handle.write(json.dumps(entry) + '\n')
+  return entry
+
+
 def one_run(run: str, seed: int, work_dir: str, data_dirs: dict) -> dict:
   """One run in a fresh home: its exit status and what its gate and components wrote."""
   home = os.path.join(work_dir, f'home-{run}-{seed}')
   if run == 'stock-taxi':
-    shutil.rmtree(home, ignore_errors=True)
-    os.makedirs(home)
-    script = os.path.join(home, 'own_pipeline.py')
+    # The README's block writes under the folder it runs in; run_chain empties the home, so
+    # the folder is another one, made fresh here.
+    cwd = os.path.join(work_dir, f'own-pipeline-{seed}')
+    shutil.rmtree(cwd, ignore_errors=True)
+    os.makedirs(cwd)
+    script = os.path.join(cwd, 'own_pipeline.py')
     with open(script, 'w') as handle:
       handle.write(stock_taxi_script(seed))
     command = [sys.executable, script]
-    cwd = home
-  else:
-    command = [os.path.join(os.path.dirname(sys.executable), 'distillery'),
-               *run_command(run, seed, data_dirs)]
-    cwd = None
-  outcome = pruning.run_chain(command, home, cwd=cwd)
-  gate = newest_metrics(home, 'AccuracyGate', 'report') or {}
-  distiller = newest_metrics(home, 'Distiller') or {}
+    return record(work_dir, entry_of(run, seed, cwd, pruning.run_chain(command, home, cwd=cwd)))
+  command = [os.path.join(os.path.dirname(sys.executable), 'distillery'),
+             *run_command(run, seed, data_dirs)]
+  return record(work_dir, entry_of(run, seed, home, pruning.run_chain(command, home)))
+
+
+def entry_of(run: str, seed, root: str, outcome: dict) -> dict:
+  """One run's record from its outcome and what its gate and components wrote under `root`."""
+  gate = newest_metrics(root, 'AccuracyGate', 'report') or {}
+  distiller = newest_metrics(root, 'Distiller') or {}
   candidates = {candidate['name']: candidate for candidate in gate.get('candidates', [])}
   chosen = candidates.get(gate.get('chosen')) if gate.get('blessed') else None
   student = candidates.get('student') or {}
   int8 = next((candidate for name, candidate in candidates.items()
                if name in ('student_full_integer', 'int8')), None)
-  quantizers = [metrics for metrics in (newest_metrics(home, node) for node in (
+  quantizers = [metrics for metrics in (newest_metrics(root, node) for node in (
       'Quantizer_student_full_integer', 'Quantizer', 'Quantizer_pruned_full_integer'))
                 if metrics]
   float_layers = sorted({layer for metrics in quantizers
@@ -161,6 +191,48 @@ def one_run(run: str, seed: int, work_dir: str, data_dirs: dict) -> dict:
       'stderr_tail': outcome['stderr_tail']}
 
 
+def demo_command() -> list:
+  return [sys.executable, '-c', DEMO_COMMAND, 'run', '--dataset', 'taxi']
+
+
+def demo_runs(work_dir: str):
+  """`make demo` with no seed, one run at a time; the first DEMO_PAIRS after a baseline run.
+
+  Returns:
+    (the runs' entries, one dict per pair: both commits' wall seconds and exit statuses).
+  """
+  entries, pairs = [], []
+  with common.package_at_commit(DEMO_BASELINE_COMMIT, work_dir) as (package_root, environment):
+    for index in range(DEMO_RUNS):
+      if index < DEMO_PAIRS:
+        baseline = pruning.run_chain(demo_command(), os.path.join(
+            work_dir, f'home-demo-{DEMO_BASELINE_COMMIT}-{index}'), environment=environment,
+                                     cwd=package_root)
+      home = os.path.join(work_dir, f'home-demo-{index}')
+      # Run from the work folder: the repository's own tfx_distillery folder is not the package.
+      current = pruning.run_chain(demo_command(), home, cwd=work_dir)
+      entries.append(record(work_dir, entry_of('demo', None, home, current)))
+      if index < DEMO_PAIRS:
+        pairs.append({'baseline_s': baseline['wall_s'],
+                      'baseline_exit_status': baseline['exit_status'],
+                      'baseline_pushed': ((baseline['gate'] or {}).get('chosen')
+                                          if (baseline['gate'] or {}).get('blessed') else None),
+                      'baseline_component_s': baseline['component_s'],
+                      'current_s': current['wall_s'],
+                      'current_component_s': current['component_s']})
+  return entries, pairs
+
+
+def demo_targets(pairs: list) -> list:
+  """The first-run ratio against DEMO_BASELINE_COMMIT, the median over the pairs."""
+  ratios = [pair['current_s'] / pair['baseline_s'] for pair in pairs]
+  ratio = statistics.median(ratios)
+  return [results.target(
+      f'demo: first run / first run at {DEMO_BASELINE_COMMIT} (median of {len(ratios)} pairs, '
+      f'one run at a time; ratios {", ".join(f"{value:.3f}" for value in ratios)})', ratio,
+      f'<= {DEMO_RATIO_TARGET}', ratio <= DEMO_RATIO_TARGET)]
+
+
 def is_int8(entry: dict) -> bool:
   return entry['pushed_format'] in ('tflite', 'tflite_raw')
 
@@ -169,8 +241,9 @@ def targets_of(run: str, entries: list) -> list:
   """#61's targets for one run's seeds."""
   rows = []
   pushed = [entry for entry in entries if entry['exit_status'] == 0 and entry['pushed']]
-  seeds = [entry['seed'] for entry in entries]
-  rows.append(results.target(f'{run}: seeds that pushed a model ({", ".join(map(str, seeds))})',
+  seeds = (f'{len(entries)} runs with no seed' if run == 'demo'
+           else ', '.join(str(entry['seed']) for entry in entries))
+  rows.append(results.target(f'{run}: seeds that pushed a model ({seeds})',
                              len(pushed), f'= {len(entries)} of {len(entries)}',
                              len(pushed) == len(entries)))
   if run in INT8_RUNS:
@@ -219,16 +292,20 @@ def main() -> None:
     taxi_like = pruning.write_taxi_like_csv(os.path.join(args.work_dir, 'taxi-like'))
     data_dirs = {run: write_repeated_csv(taxi_like, os.path.join(args.work_dir, run), repeats)
                  for run, repeats in CSV_REPEATS.items() if run in runs}
-    order = [(run, seed) for run in runs for seed in seeds]
+    # The demo's runs first, alone: their seconds are compared.
+    entries, pairs = demo_runs(args.work_dir) if 'demo' in runs else ([], [])
+    order = [(run, seed) for run in runs if run != 'demo' for seed in seeds]
     with concurrent.futures.ThreadPoolExecutor(CONCURRENT_RUNS) as pool:
       futures = [pool.submit(one_run, run, seed, args.work_dir, data_dirs)
                  for run, seed in order]
-      entries = [future.result(timeout=RUN_TIMEOUT_S) for future in futures]
+      entries += [future.result(timeout=RUN_TIMEOUT_S) for future in futures]
     by_run = {run: [entry for entry in entries if entry['run'] == run] for run in runs}
     targets = [row for run in runs for row in targets_of(run, by_run[run])]
+    if pairs:
+      targets += demo_targets(pairs)
     table = results.table(
-        f'What each run pushed, on test ({CONCURRENT_RUNS} runs at a time, so the seconds '
-        'are not comparable)',
+        f'What each run pushed, on test (the demo\'s runs one at a time, the others '
+        f'{CONCURRENT_RUNS} at a time, so their seconds are not compared)',
         ['run', 'seed', 'exit', 'pushed', 'bytes', 'latency (ms)', 'test accuracy', 'teacher',
          'student float', 'student int8', 'layers left float', 'size search share',
          'pipeline (s)'],
@@ -243,6 +320,7 @@ def main() -> None:
         [[entry['run'], entry['seed'], entry['refusals'] or '-'] for entry in entries])
     pipeline_s = [entry['pipeline_s'] for entry in entries if entry['pipeline_s']]
     return {'targets': targets, 'tables': [table, refusals], 'runs': entries,
+            'demo_pairs': pairs,
             'summary': {'runs': runs, 'seeds': seeds,
                         'pipeline_s_median': statistics.median(pipeline_s) if pipeline_s
                         else None}}

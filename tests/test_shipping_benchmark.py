@@ -1,5 +1,9 @@
 """The benchmark of what ships (#61) reads the README's own pipeline and judges runs by rule."""
 
+import json
+import os
+import shutil
+
 import pytest
 
 from benchmarks import shipping
@@ -61,3 +65,41 @@ def test_a_run_that_pushed_nothing_misses_the_push_target():
   met = verdicts(shipping.targets_of('mnist1d', [entry(1), entry(2, exit_status=3)]))
   assert met['mnist1d: seeds that pushed a model'] is False
   assert 'mnist1d: seeds whose pushed model is int8' not in met
+
+
+def test_the_demo_must_push_int8_on_every_unseeded_run():
+  met = verdicts(shipping.targets_of('demo', [entry(None) for _ in range(5)]))
+  assert met['demo: seeds that pushed a model'] is True
+  assert met['demo: seeds whose pushed model is int8'] is True
+  one_float = [entry(None) for _ in range(4)] + [entry(None, pushed_format='saved_model')]
+  assert verdicts(shipping.targets_of('demo', one_float))[
+      'demo: seeds whose pushed model is int8'] is False
+
+
+def test_the_demos_first_run_ratio_is_the_median_over_pairs_against_the_baseline_commit():
+  pairs = [{'baseline_s': 200.0, 'current_s': current} for current in (210.0, 230.0, 215.0)]
+  [row] = shipping.demo_targets(pairs)
+  assert row['value'] == pytest.approx(215.0 / 200.0) and row['met'] is True
+  assert shipping.DEMO_BASELINE_COMMIT in row['figure']
+  slower = [{'baseline_s': 200.0, 'current_s': current} for current in (225.0, 230.0, 215.0)]
+  assert shipping.demo_targets(slower)[0]['met'] is False
+
+
+def test_both_commits_run_the_same_command():
+  command = shipping.demo_command()
+  assert command[-3:] == ['run', '--dataset', 'taxi'] and '--seed' not in command
+
+
+def test_the_stock_taxi_script_outlives_the_home_that_a_run_empties(tmp_path, monkeypatch):
+  def run_chain(command, home, environment=None, cwd=None):
+    del environment
+    shutil.rmtree(home, ignore_errors=True)  # As pruning.run_chain does first.
+    assert os.path.isfile(command[-1]) and os.path.isdir(cwd), (command, cwd)
+    assert not os.path.commonpath([cwd, home]) == home
+    return {'exit_status': 0, 'wall_s': 1.0, 'pipeline_s': None, 'stderr_tail': ''}
+
+  monkeypatch.setattr(shipping.pruning, 'run_chain', run_chain)
+  entry = shipping.one_run('stock-taxi', 4, str(tmp_path), {})
+  # The script ends 0 either way; with no gate report nothing was pushed.
+  assert entry['exit_status'] == 3 and entry['pushed'] is None
+  assert json.loads((tmp_path / 'runs.jsonl').read_text())['seed'] == 4

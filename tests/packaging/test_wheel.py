@@ -13,6 +13,10 @@ import pytest
 
 from tests import helpers
 
+# Long: a wheel built and installed, then TensorFlow imported in fresh processes outside the
+# repository (make test-e2e).
+pytestmark = pytest.mark.e2e
+
 REPOSITORY = helpers.REPOSITORY_ROOT
 SOURCES = ('pyproject.toml', 'README.md', 'tfx_distillery', 'components', 'pipelines',
            'trainer_modules')

@@ -121,23 +121,3 @@ def test_an_unlabelled_folder_needs_the_csv_dataset(tmp_path, capsys):
   with pytest.raises(SystemExit):
     kubeflow_runner.main(['--output', str(tmp_path / 'p.yaml'), '--unlabelled-root', 'logs'])
   assert '--unlabelled-root is for --dataset csv only' in capsys.readouterr().err
-
-
-def test_mnist1d_compiles_with_its_split_folders_and_its_pool_feeding_the_distiller(
-    tmp_path, monkeypatch):
-  monkeypatch.setenv('DISTILLERY_CACHE', str(tmp_path / 'cache'))
-  monkeypatch.setattr(datasets, 'MNIST1D_POOL_ROWS', 40)
-  output = tmp_path / 'out' / 'pipeline.yaml'
-  assert kubeflow_runner.main(['--output', str(output), '--image', 'example.com/distillery:1',
-                               '--dataset', 'mnist1d',
-                               '--pipeline-root', str(tmp_path / 'root')]) == 0
-  document = kfp_client._extract_pipeline_yaml(str(output))  # pylint: disable=protected-access
-  spec = json_format.MessageToDict(document.pipeline_spec)
-  tasks = spec['root']['dag']['tasks']
-  artifacts = tasks['Distiller']['inputs']['artifacts']
-  assert artifacts['transfer_examples']['taskOutputArtifact']['producerTask'] == (
-      'UnlabelledExampleGen')
-  # ExampleGen reads the paper's split folders as they are: train/*, eval/*, test/*.
-  example_gen = json.dumps(tasks['CsvExampleGen']['inputs']['parameters']['input_config'])
-  for split in ('train', 'eval', 'test'):
-    assert f'{split}/*' in example_gen, split

@@ -3,10 +3,15 @@ through its own ExampleGen into the Distiller's transfer set."""
 
 import glob
 import json
+import os
 
 import pytest
+from google.protobuf import json_format
+from kfp.client import client as kfp_client
 
 from tests.pipelines.test_cli import distillery
+from tfx_distillery.pipelines import datasets
+from tfx_distillery.pipelines import kubeflow_runner
 
 # Long: whole MNIST-1D runs (make test-e2e).
 pytestmark = pytest.mark.e2e
@@ -56,3 +61,25 @@ def test_pool_rows_is_for_mnist1d_only(tmp_path):
   result = distillery('run', '--dataset', 'mnist1d', '--pool-rows', '-1', home=tmp_path,
                       cwd=tmp_path, timeout=60)
   assert result.returncode == 2 and '--pool-rows must be >= 0' in result.stderr
+
+
+def test_mnist1d_compiles_with_its_split_folders_and_its_pool_feeding_the_distiller(
+    mnist1d_run, tmp_path, monkeypatch):
+  # Here and not with the other compiles: it reads the draw the run above cached (the draw
+  # alone takes 30 s), in the DISTILLERY_CACHE that the run's fixture set for this module.
+  assert os.environ['DISTILLERY_CACHE'] == str(mnist1d_run[0] / 'cache')
+  monkeypatch.setattr(datasets, 'MNIST1D_POOL_ROWS', 40)
+  output = tmp_path / 'out' / 'pipeline.yaml'
+  assert kubeflow_runner.main(['--output', str(output), '--image', 'example.com/distillery:1',
+                               '--dataset', 'mnist1d',
+                               '--pipeline-root', str(tmp_path / 'root')]) == 0
+  document = kfp_client._extract_pipeline_yaml(str(output))  # pylint: disable=protected-access
+  spec = json_format.MessageToDict(document.pipeline_spec)
+  tasks = spec['root']['dag']['tasks']
+  artifacts = tasks['Distiller']['inputs']['artifacts']
+  assert artifacts['transfer_examples']['taskOutputArtifact']['producerTask'] == (
+      'UnlabelledExampleGen')
+  # ExampleGen reads the paper's split folders as they are: train/*, eval/*, test/*.
+  example_gen = json.dumps(tasks['CsvExampleGen']['inputs']['parameters']['input_config'])
+  for split in ('train', 'eval', 'test'):
+    assert f'{split}/*' in example_gen, split

@@ -121,6 +121,7 @@ def latest(metadata_path, type_name, producer=None):
           if producer is None or summary.producer_node(store, artifact) == producer]
 
 
+@pytest.mark.e2e  # long: make test-e2e, beside the other tests of this run
 def test_a_stock_preprocessing_fn_runs_and_writes_the_requested_shards(pipeline_run):
   _, metadata_path = pipeline_run
   assert helpers.executions_by_node(metadata_path)['IngestionTransform'][0].last_known_state == 3
@@ -140,6 +141,7 @@ def test_a_stock_preprocessing_fn_runs_and_writes_the_requested_shards(pipeline_
   assert latest(metadata_path, 'TransformGraph')
 
 
+@pytest.mark.e2e  # long: make test-e2e, beside the other tests of this run
 def test_the_packed_copy_holds_exactly_the_transformed_examples(pipeline_run):
   _, metadata_path = pipeline_run
   [artifact] = latest(metadata_path, 'Examples', 'IngestionTransform')
