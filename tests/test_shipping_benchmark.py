@@ -103,3 +103,15 @@ def test_the_stock_taxi_script_outlives_the_home_that_a_run_empties(tmp_path, mo
   # The script ends 0 either way; with no gate report nothing was pushed.
   assert entry['exit_status'] == 3 and entry['pushed'] is None
   assert json.loads((tmp_path / 'runs.jsonl').read_text())['seed'] == 4
+
+
+def test_a_failed_runs_output_is_kept_without_this_machines_paths(tmp_path, monkeypatch):
+  def run_chain(command, home, environment=None, cwd=None):
+    del command, environment, cwd
+    return {'exit_status': 1, 'wall_s': 1.0, 'pipeline_s': None,
+            'stderr_tail': f'OSError: {home}/runs/taxi: no space left'}
+
+  monkeypatch.setattr(shipping.pruning, 'run_chain', run_chain)
+  entry = shipping.one_run('taxi', 2, str(tmp_path), {})
+  assert entry['stderr_tail'] == 'OSError: $WORK_DIR/home-taxi-2/runs/taxi: no space left'
+  assert str(tmp_path) not in (tmp_path / 'runs.jsonl').read_text()
