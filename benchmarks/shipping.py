@@ -225,6 +225,8 @@ def demo_runs(work_dir: str):
                       'baseline_component_s': baseline['component_s'],
                       'current_s': current['wall_s'],
                       'current_component_s': current['component_s']})
+        record(work_dir, {'run': 'demo-pair', 'index': index, **pairs[-1],
+                          'stderr_tail': baseline['stderr_tail']})
   return entries, pairs
 
 

@@ -9,6 +9,8 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata
 from tensorflow_transform.tf_metadata import schema_utils
 
+from tfx_distillery.pipelines import datasets
+
 
 def run_transform(preprocessing_fn, rows, raw_feature_spec, output_dir,
                   num_shards: int = 4):
@@ -247,3 +249,13 @@ def model_weights(model_uri):
                                                  'variables'))
   return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
           if not name.startswith('_CHECKPOINTABLE_OBJECT_GRAPH')}
+
+
+def taxi_pipeline_arguments(tmp_path) -> dict:
+  """`create_pipeline`'s arguments for the built-in taxi dataset under `tmp_path`, to build
+  (not run) the pipeline."""
+  taxi = datasets.resolve('taxi', str(tmp_path))
+  return dict(pipeline_name='p', pipeline_root=str(tmp_path), data_root=taxi.data_root,
+              transform_module_file=taxi.transform_module_file,
+              teacher_module_file=taxi.teacher_module_file,
+              label_column=taxi.label_column, serving_model_dir=str(tmp_path / 's'))

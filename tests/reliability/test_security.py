@@ -67,11 +67,7 @@ def test_a_credential_in_custom_config_is_refused_at_construction(component):
 
 
 def test_a_credential_in_the_beam_arguments_is_refused_when_the_pipeline_is_built(tmp_path):
-  taxi = datasets.resolve('taxi', str(tmp_path))
-  arguments = dict(pipeline_name='p', pipeline_root=str(tmp_path), data_root=taxi.data_root,
-                   transform_module_file=taxi.transform_module_file,
-                   teacher_module_file=taxi.teacher_module_file,
-                   label_column=taxi.label_column, serving_model_dir=str(tmp_path / 's'))
+  arguments = helpers.taxi_pipeline_arguments(tmp_path)
   pipeline.create_pipeline(beam_pipeline_args=['--direct_num_workers=1'], **arguments)
   with pytest.raises(ValueError, match='--aws_secret_access_key=...'):
     pipeline.create_pipeline(beam_pipeline_args=['--aws_secret_access_key=xyz'], **arguments)

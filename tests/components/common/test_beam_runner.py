@@ -6,8 +6,8 @@ import apache_beam as beam
 from apache_beam.testing import util as beam_testing
 import pytest
 
+from tests import helpers
 from tfx_distillery.components.common import beam_runner
-from tfx_distillery.pipelines import datasets
 from tfx_distillery.pipelines import pipeline
 
 
@@ -36,11 +36,7 @@ def test_a_runner_the_user_names_is_kept(given, expected):
 
 
 def test_the_pipeline_carries_the_runner_unless_the_user_named_one(tmp_path):
-  taxi = datasets.resolve('taxi', str(tmp_path))
-  arguments = dict(pipeline_name='p', pipeline_root=str(tmp_path), data_root=taxi.data_root,
-                   transform_module_file=taxi.transform_module_file,
-                   teacher_module_file=taxi.teacher_module_file,
-                   label_column=taxi.label_column, serving_model_dir=str(tmp_path / 's'))
+  arguments = helpers.taxi_pipeline_arguments(tmp_path)
   built = pipeline.create_pipeline(beam_pipeline_args=['--direct_num_workers=1'], **arguments)
   assert built.beam_pipeline_args == [beam_runner.RUNNER_ARGUMENT, '--direct_num_workers=1']
   flink = pipeline.create_pipeline(beam_pipeline_args=['--runner=FlinkRunner'], **arguments)
