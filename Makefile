@@ -37,11 +37,11 @@ test-e2e: $(INSTALLED)
 
 # The benchmarks, each writing docs/results/<name>.json with the files it read, then
 # docs/benchmarks.md from them; not part of the tests. Run them on an idle machine: the
-# timings need one. `make bench` measures each experiment once, on its first seeds (5.1 hours
+# timings need one. `make bench` measures each experiment once, on its first seeds (5.7 hours
 # on 2 cores, the sum of those results' own runs); `make bench-all` adds the re-checks on
-# held-out seeds and against the stronger baseline (7.5 hours). `make bench-stale` measures
+# held-out seeds and against the stronger baseline (8.1 hours). `make bench-stale` measures
 # again only the results a change made stale. A test keeps these hours equal to the results';
-# a benchmark with no result yet (`shipping`, #61: hours more, for the 100x CSV) is not in them.
+# `shipping`'s result holds only `make demo`'s runs (#61), and its other runs add hours more.
 BENCHMARKS := pipeline shipping pruning distillation mnist1d-small mnist1d-large-cnn mnist1d-large-mlp \
   compression distributed ingestion scale beam_modes
 RESULTS_DIR := docs/results

@@ -33,6 +33,15 @@ def test_every_benchmark_has_a_result_with_its_provenance_or_is_pending_with_a_r
         f"{record['benchmark']} was measured with uncommitted changes to the measured code")
 
 
+def test_a_partial_result_says_so_under_its_heading():
+  measured = {record['benchmark']: record for record in results.load_all()}
+  assert set(results.PARTIAL) <= set(measured), 'a PARTIAL name has no result'
+  text = results.render(list(measured.values()))
+  for name, note in results.PARTIAL.items():
+    heading = text.index(f"## {results.title_of(measured[name])}\n")
+    assert text.index(note, heading) < text.index('\n## ', heading + 1)
+
+
 def test_a_pending_benchmark_keeps_its_place_in_the_document_with_its_reason(monkeypatch):
   monkeypatch.setattr(results, 'PENDING', {'mnist1d-small': 'Not re-run yet: the reason.'})
   records = [record for record in results.load_all() if record['benchmark'] != 'mnist1d-small']
@@ -68,7 +77,7 @@ def test_every_stale_result_is_marked_in_the_document_and_no_current_one_is():
   records = results.load_all()
   stale = results.stale_names(records)
   for record in records:
-    section = sections[record['result']['title']]
+    section = sections[results.title_of(record)]
     changed = results.stale_files(record)
     if record['benchmark'] in stale:
       assert f"**stale: measured at `{record['commit'][:7]}`; changed since: `{changed[0]}`" in (
