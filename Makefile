@@ -28,10 +28,11 @@ test: $(INSTALLED)
 # start-up as much as it computes, so two run at once (pytest-xdist, each test module on one
 # worker so that its runs are shared). Three at once were slower: each run took about twice
 # as long, and the phase 2,423 s at 1f0a28c against 1,775 s for two at once, with 10 fewer tests;
-# the tests whose bound is a worker's own timeout (kills, hangs) run after them, alone.
+# the tests whose bound is a worker's own timeout (kills, hangs) run after them, alone. The
+# longest modules go first (tests/conftest.py), not xdist's most-tests-first order.
 test-e2e: $(INSTALLED)
 	@status=0; \
-	$(PYTHON) -m pytest tests -m "e2e and not serial" -n 2 --dist loadscope || status=1; \
+	$(PYTHON) -m pytest tests -m "e2e and not serial" -n 2 --dist loadscope --no-loadscope-reorder || status=1; \
 	$(PYTHON) -m pytest tests -m "e2e and serial" || status=1; \
 	exit $$status
 

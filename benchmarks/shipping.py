@@ -13,9 +13,12 @@ Every run is a user's command at its defaults, in a fresh home and a subprocess:
 Each run goes once per seed (`--seed`). Runs go two at a time, so their seconds are not
 compared.
 - `demo`: `make demo`'s command with no seed, DEMO_RUNS times, first and one at a time
-  with nothing else running. The first DEMO_PAIRS runs each follow the same command at
-  DEMO_BASELINE_COMMIT, the last commit before #61's work, checked out in this process
-  run: the ratio of first runs is the median over those pairs. From each run's gate decision (on `test`) and its components' `metrics.json`:
+  with nothing else running. The first DEMO_PAIRS runs are each paired with the same
+  command at DEMO_BASELINE_COMMIT, the last commit before #61's work, checked out in this
+  process run (run first in even pairs, second in odd ones): the ratio of first runs is
+  the median over those pairs.
+
+From each run's gate decision (on `test`) and its components' `metrics.json`:
 the pushed candidate, its bytes and latency, its test accuracy against the teacher's; the
 chosen student's float and int8 test accuracy (the gate measures both); the layers the
 Quantizer left in float; the size search's choice. The targets are #61's, decided on the
@@ -201,7 +204,8 @@ def demo_command() -> list:
 
 
 def demo_runs(work_dir: str):
-  """`make demo` with no seed, one run at a time; the first DEMO_PAIRS after a baseline run.
+  """`make demo` with no seed, one run at a time; the first DEMO_PAIRS paired with a baseline
+  run, before the run in even pairs and after it in odd ones.
 
   Returns:
     (the runs' entries, one dict per pair: both commits' wall seconds and exit statuses).
@@ -209,13 +213,20 @@ def demo_runs(work_dir: str):
   entries, pairs = [], []
   with common.package_at_commit(DEMO_BASELINE_COMMIT, work_dir) as (package_root, environment):
     for index in range(DEMO_RUNS):
-      if index < DEMO_PAIRS:
-        baseline = pruning.run_chain(demo_command(), os.path.join(
-            work_dir, f'home-demo-{DEMO_BASELINE_COMMIT}-{index}'), environment=environment,
-                                     cwd=package_root)
       home = os.path.join(work_dir, f'home-demo-{index}')
+
+      def run_baseline(index=index):
+        return pruning.run_chain(demo_command(), os.path.join(
+            work_dir, f'home-demo-{DEMO_BASELINE_COMMIT}-{index}'), environment=environment,
+                                 cwd=package_root)
+
+      # The pair's order alternates, so that neither commit always runs on a warmer machine.
+      if index < DEMO_PAIRS and index % 2 == 0:
+        baseline = run_baseline()
       # Run from the work folder: the repository's own tfx_distillery folder is not the package.
       current = pruning.run_chain(demo_command(), home, cwd=work_dir)
+      if index < DEMO_PAIRS and index % 2 == 1:
+        baseline = run_baseline()
       entries.append(record(work_dir, entry_of('demo', None, home, current)))
       if index < DEMO_PAIRS:
         pairs.append({'baseline_s': baseline['wall_s'],

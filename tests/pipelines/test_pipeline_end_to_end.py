@@ -64,7 +64,7 @@ def run_pipeline(tmp_path, data_root, random_seed=E2E_SEED, prune=True,
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           metadata_path),
       teacher_config={'epochs': 2},
-      # The 1,351-parameter student needs a larger step than the default to leave the
+      # The small taxi student needs a larger step than the default to leave the
       # majority class within this budget.
       student_config={'epochs': 2, 'learning_rate': 0.01},
       student_train_steps=600,
