@@ -108,7 +108,8 @@ def kill_and_watch(parent, lines, log, until: str, parent_signal):
   assert not alive(workers), f'workers {alive(workers)} outlived their parent'
 
 
-@pytest.mark.serial  # a bound on time: alone, after the rest
+# Not serial: its bounds (240 s to the line, 30 s to die) hold beside another run, since the
+# kernel kills a worker when its parent dies (PR_SET_PDEATHSIG), however loaded the machine.
 @pytest.mark.e2e  # long: make test-e2e
 @pytest.mark.parametrize('parent_signal', [signal.SIGTERM, signal.SIGKILL])
 def test_silent_workers_die_with_their_parent(data, tmp_path, parent_signal):
@@ -118,8 +119,7 @@ def test_silent_workers_die_with_their_parent(data, tmp_path, parent_signal):
   kill_and_watch(parent, lines, log, 'stuck: sleeping before', parent_signal)
 
 
-@pytest.mark.serial  # a bound on time: alone, after the rest
-@pytest.mark.e2e  # long: make test-e2e
+@pytest.mark.e2e  # long: make test-e2e (not serial: as the silent workers' test)
 def test_workers_die_with_their_parent_and_the_next_run_resumes(data, tmp_path):
   output_dir = str(tmp_path / 'trainer')
   parent, lines, log = start_parent(data, tmp_path, output_dir)
