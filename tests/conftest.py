@@ -10,23 +10,25 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # itself xdist sends the modules with the most tests first, and a module of one long test
 # (the notebook, TFX's taxi chain) came last and ran alone at the end. These go first,
 # longest first, by their seconds at two at a time (the `--durations` of make test-e2e at
-# aa8372f and before); the other modules follow in their own order. Within a module the
-# order never changes: some tests read what an earlier one left.
+# d72cf8c, with the three tests of test_runs_end that ran alone until e86698b); the other
+# modules follow in their own order. Within a module the order never changes: some tests
+# read what an earlier one left.
 LONGEST_MODULES_FIRST = (
     'tests/reliability/test_faults.py',
     'tests/pipelines/test_pipeline_end_to_end.py',
-    'tests/components/ingest_transform/test_component.py',
-    'tests/pipelines/test_cli.py',
-    'tests/components/distributed_trainer/test_distributed_trainer.py',
-    'tests/pipelines/test_mnist1d_run.py',
-    'tests/reliability/test_bad_data.py',
     'tests/notebooks/test_walkthrough.py',
     'tests/pipelines/test_own_pipeline.py',
-    'tests/components/distiller/test_distiller.py',
-    'tests/conformance/test_imdb.py',
     'tests/components/distributed_trainer/test_runs_end.py',
+    'tests/components/ingest_transform/test_component.py',
+    'tests/components/distributed_trainer/test_distributed_trainer.py',
+    'tests/pipelines/test_cli.py',
+    'tests/conformance/test_imdb.py',
     'tests/reliability/test_kill_during_training.py',
+    'tests/pipelines/test_mnist1d_run.py',
+    'tests/reliability/test_bad_data.py',
+    'tests/components/quantizer/test_raw_flatbuffer.py',
     'tests/conformance/test_penguin.py',
+    'tests/components/distiller/test_distiller.py',
 )
 
 
