@@ -136,8 +136,10 @@ def main(job_path: str, job_name: str, task_index: int) -> int:
   output_dict = artifact_utils.parse_artifact_dict(job['output_dict'])
   scratch_dir = None
   if not training.is_chief:
-    # tf.distribute needs every worker to save; only the chief's copy is kept.
-    scratch_dir = tempfile.mkdtemp(prefix=f'distillery-{job_name}-{task_index}-')
+    # tf.distribute needs every worker to save; only the chief's copy is kept. In the job's
+    # folder, which the executor removes however the worker ended (even by SIGKILL).
+    scratch_dir = tempfile.mkdtemp(prefix=f'{job_name}-{task_index}-',
+                                   dir=os.path.dirname(job_path))
     for key, artifacts in output_dict.items():
       for position, artifact in enumerate(artifacts):
         artifact.uri = os.path.join(scratch_dir, key, str(position))

@@ -4,6 +4,7 @@ import glob
 import json
 import os
 import signal
+import tempfile
 import threading
 import time
 
@@ -83,9 +84,26 @@ def serves_predictions(model_uri, raw_rows):
   return len(classes) == len(raw_rows) and set(classes) <= {0, 1}
 
 
+@pytest.fixture
+def private_temp_dir(tmp_path, monkeypatch):
+  """The executor's temporary folder, this test's alone: what another test running beside it
+  leaves in the shared one (a worker killed on purpose) can not be mistaken for ours."""
+  folder = tmp_path / 'temporary'
+  folder.mkdir()
+  monkeypatch.setattr(tempfile, 'tempdir', str(folder))  # The executor's, in this process.
+  monkeypatch.setenv('TMPDIR', str(folder))  # The workers'.
+  return folder
+
+
+def left_behind(folder):
+  """Our folders left in `folder`: a job's (its heartbeats, the other workers' scratch) or a
+  worker's own."""
+  return [name for name in os.listdir(folder) if name.startswith('distillery-')]
+
+
 @pytest.mark.e2e  # long: make test-e2e
-def test_two_workers_export_exactly_one_model_and_it_serves(data, tmp_path, progress_lines):
-  scratch_before = set(glob.glob(os.path.join(tempfile_dir(), 'distillery-worker-*')))
+def test_two_workers_export_exactly_one_model_and_it_serves(data, tmp_path, progress_lines,
+                                                            private_temp_dir):
   model_uri, model_run_uri = run_executor(data, str(tmp_path), num_workers=2)
   assert os.listdir(model_uri) == ['Format-Serving']
   assert serves_predictions(model_uri, data[2][:50])
@@ -103,12 +121,8 @@ def test_two_workers_export_exactly_one_model_and_it_serves(data, tmp_path, prog
   assert profile['communication_share'] == pytest.approx(
       min(1.0, profile['all_reduce_ms'] / profile['step_ms']))
   assert profile['suggested_per_replica_batch'] >= 32
-  assert set(glob.glob(os.path.join(tempfile_dir(), 'distillery-worker-*'))) == scratch_before
-
-
-def tempfile_dir():
-  import tempfile
-  return tempfile.gettempdir()
+  # Worker 1 saved a copy of the model into scratch under the job's folder: all gone.
+  assert not left_behind(private_temp_dir)
 
 
 @pytest.mark.e2e  # long: make test-e2e
@@ -164,7 +178,8 @@ def training_processes():
 
 @pytest.mark.serial  # a bound on time: alone, after the rest
 @pytest.mark.e2e  # long: make test-e2e
-def test_a_killed_worker_fails_the_run_fast_and_a_rerun_resumes(data, tmp_path, progress_lines):
+def test_a_killed_worker_fails_the_run_fast_and_a_rerun_resumes(data, tmp_path, progress_lines,
+                                                                private_temp_dir):
   errors = []
 
   def train():
@@ -188,8 +203,11 @@ def test_a_killed_worker_fails_the_run_fast_and_a_rerun_resumes(data, tmp_path, 
   assert time.monotonic() - killed_at < 30
   assert errors and 'worker 1 was killed by signal 9' in str(errors[0])
   assert not training_processes()
+  # Killed, worker 1 cleaned nothing up; its scratch was in the job's folder, removed with it.
+  assert not left_behind(private_temp_dir)
 
-  _, model_run_uri = run_executor(data, str(tmp_path), num_workers=2, train_steps=600, epochs=6)
+  _, model_run_uri = run_executor(data, str(tmp_path), num_workers=2, train_steps=600,
+                                  epochs=6)
   with open(os.path.join(model_run_uri, 'metrics.json')) as handle:
     metrics = json.load(handle)
   # It resumes after the last backed-up epoch: epoch 1 at least. Epoch 2's progress line can
