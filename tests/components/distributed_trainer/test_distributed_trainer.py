@@ -63,9 +63,26 @@ def run_executor(data, output_dir, module_file=TABULAR_TEACHER, train_steps=40, 
   return model.uri, model_run.uri
 
 
+@pytest.fixture(scope='module')
+def seeded_two_worker_run(data, tmp_path_factory):
+  """One two-worker run with seed 5, with a temporary folder of its own (`private_temp_dir`):
+  the export test reads it, and the seed test runs it again. Worker processes are most of a
+  run's cost, so the two tests share it."""
+  root = tmp_path_factory.mktemp('seeded')
+  temporary = root / 'temporary'
+  temporary.mkdir()
+  with pytest.MonkeyPatch.context() as patch, helpers.ProgressLines() as lines:
+    patch.setattr(tempfile, 'tempdir', str(temporary))
+    patch.setenv('TMPDIR', str(temporary))
+    model_uri, model_run_uri = run_executor(data, str(root / 'run'), num_workers=2,
+                                            random_seed=5)
+  return model_uri, model_run_uri, lines, temporary
+
+
 @pytest.mark.e2e  # long: make test-e2e
-def test_two_seeded_workers_train_the_same_weights_twice_and_record_the_seed(data, tmp_path):
-  first, first_run = run_executor(data, str(tmp_path / 'first'), num_workers=2, random_seed=5)
+def test_two_seeded_workers_train_the_same_weights_twice_and_record_the_seed(
+    data, tmp_path, seeded_two_worker_run):
+  first, first_run, _, _ = seeded_two_worker_run
   again, _ = run_executor(data, str(tmp_path / 'again'), num_workers=2, random_seed=5)
   first_weights, again_weights = helpers.model_weights(first), helpers.model_weights(again)
   assert first_weights.keys() == again_weights.keys()
@@ -102,9 +119,8 @@ def left_behind(folder):
 
 
 @pytest.mark.e2e  # long: make test-e2e
-def test_two_workers_export_exactly_one_model_and_it_serves(data, tmp_path, progress_lines,
-                                                            private_temp_dir):
-  model_uri, model_run_uri = run_executor(data, str(tmp_path), num_workers=2)
+def test_two_workers_export_exactly_one_model_and_it_serves(data, seeded_two_worker_run):
+  model_uri, model_run_uri, progress_lines, temporary = seeded_two_worker_run
   assert os.listdir(model_uri) == ['Format-Serving']
   assert serves_predictions(model_uri, data[2][:50])
   with open(os.path.join(model_run_uri, 'metrics.json')) as handle:
@@ -122,7 +138,7 @@ def test_two_workers_export_exactly_one_model_and_it_serves(data, tmp_path, prog
       min(1.0, profile['all_reduce_ms'] / profile['step_ms']))
   assert profile['suggested_per_replica_batch'] >= 32
   # Worker 1 saved a copy of the model into scratch under the job's folder: all gone.
-  assert not left_behind(private_temp_dir)
+  assert not left_behind(temporary)
 
 
 @pytest.mark.e2e  # long: make test-e2e
