@@ -19,9 +19,10 @@ $(INSTALLED): pyproject.toml requirements/lock.txt scripts/setup_venv.sh
 demo: $(INSTALLED)
 	DISTILLERY_HOME=$(CURDIR) $(VENV)/bin/distillery run --dataset taxi
 
-# The test command: every test but the long end-to-end runs (about 15 minutes on 2 cores).
+# The test command: every test but the long end-to-end runs, on two cores: pytest-xdist,
+# each test file on one worker, so that its shared set-ups run once.
 test: $(INSTALLED)
-	$(PYTHON) -m pytest tests -m "not e2e"
+	$(PYTHON) -m pytest tests -m "not e2e" -n 2 --dist loadfile
 
 # The full check: the long end-to-end runs that `make test` leaves out. CI runs both.
 # A whole run alone uses about 0.7 of a core: it waits on subprocesses, pip and Beam's
