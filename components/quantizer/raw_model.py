@@ -178,8 +178,11 @@ def convert(model, tf_transform_output, label_column: str, mode: Optional[str] =
   inputs = raw_inputs(tf_transform_output, label_column)
   module = _composite(model, tf_transform_output, inputs)
   with tempfile.TemporaryDirectory() as saved_model_dir:
-    # Saved with its assets, so the converter reads each vocabulary file into a hash table.
-    tf.saved_model.save(module, saved_model_dir, signatures={SIGNATURE: module.serve})
+    # Saved with its assets, so the converter reads each vocabulary file into a hash table;
+    # without Keras' trace of each layer's call, which the converter never reads (on the
+    # taxi student 4 s against 15 s; the flatbuffer differs only in its constants' names).
+    with conversion.without_layer_traces():
+      tf.saved_model.save(module, saved_model_dir, signatures={SIGNATURE: module.serve})
     converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir)
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     converter.optimizations = conversion.optimizations(mode, sparse)

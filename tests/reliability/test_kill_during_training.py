@@ -20,7 +20,7 @@ from tests.reliability import digits_pipeline
 pytestmark = pytest.mark.e2e
 
 EPOCHS = 6
-TRAIN_STEPS = 3000
+TRAIN_STEPS = 600  # 100 steps an epoch: three epochs are left to run when the kill lands
 UPSTREAM = ('CsvExampleGen', 'StatisticsGen', 'ImportSchemaGen', 'StrictExampleValidator',
             'IngestionTransform')
 

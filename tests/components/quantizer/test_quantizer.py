@@ -219,6 +219,56 @@ def test_a_float_conversion_is_made_once_per_model_and_weights(monkeypatch, tmp_
   assert conversion.convert(small_model(1)) != changed and len(made) == 3
 
 
+def test_a_conversion_saves_the_model_once_without_layer_traces_to_the_same_flatbuffer(
+    monkeypatch):
+  # The converter's own route saves the model, with a trace of every layer's call, for each
+  # conversion it makes; ours saves it once per `convert`, without those traces.
+  model = small_model(2)
+
+  def rows():
+    for value in np.linspace(-1.0, 1.0, 8, dtype=np.float32):
+      yield {'x': np.full([1, 3], value, np.float32)}
+
+  saved, read_from = [], []
+  save, converter = conversion._save_for_conversion, conversion._converter  # pylint: disable=protected-access
+
+  def saving(model, directory):
+    save(model, directory)
+    with open(os.path.join(directory, 'saved_model.pb'), 'rb') as handle:
+      saved.append((directory, handle.read()))
+
+  def reading(model, directory, ops):
+    read_from.append(directory)
+    return converter(model, directory, ops)
+
+  monkeypatch.setattr(conversion, '_save_for_conversion', saving)
+  monkeypatch.setattr(conversion, '_converter', reading)
+  ours = conversion.convert(model, 'full_integer', rows)
+  # The float conversion (ops without a kernel) and the int8 one read one save.
+  [(directory, graph)] = saved
+  assert read_from == [directory, directory] and not os.path.exists(directory)
+  assert b'serving_default' in graph and b'call_and_return_conditional_losses' not in graph
+
+  def refused(model, directory):
+    raise NotImplementedError('a layer with no config')
+
+  # A model Keras can not save that way converts the converter's own way, to the same model.
+  monkeypatch.setattr(conversion, '_save_for_conversion', refused)
+  conversion._float_conversions.clear()  # pylint: disable=protected-access
+  read_from.clear()
+  theirs = conversion.convert(model, 'full_integer', rows)
+  assert read_from == [None, None]
+
+  def described(content):
+    interpreter = tf.lite.Interpreter(model_content=content)
+    runner = interpreter.get_signature_runner()
+    return ([(detail['name'], detail['shape'].tolist(), str(detail['dtype']),
+              detail['quantization']) for detail in interpreter.get_tensor_details()],
+            [[value.tolist() for value in runner(**row).values()] for row in rows()])
+
+  assert len(ours) == len(theirs) and described(ours) == described(theirs)
+
+
 def make(**overrides):
   return Quantizer(model=helpers.channel(standard_artifacts.Model),
                    examples=helpers.channel(standard_artifacts.Examples),
