@@ -1,8 +1,18 @@
-"""Distiller: teacher-to-student knowledge distillation as a TFX component."""
+"""Distiller: teacher-to-student knowledge distillation as a TFX component.
 
-from tfx_distillery.components.distiller.component import Distiller
-from tfx_distillery.components.distiller.executor import read_metrics
-from tfx_distillery.components.distiller.loss import distillation_loss
-from tfx_distillery.components.distiller.loss import soft_targets
+The names load on first use: a worker process runs this package's executor, and the
+component's module loads all of TFX's public API (`tfx.v1`), which a worker never uses.
+"""
 
-__all__ = ['Distiller', 'distillation_loss', 'read_metrics', 'soft_targets']
+from tfx_distillery import lazy
+
+_EXPORTS = {
+    'Distiller': f'{__name__}.component',
+    'distillation_loss': f'{__name__}.loss',
+    'read_metrics': f'{__name__}.executor',
+    'soft_targets': f'{__name__}.loss',
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy.exports(__name__, _EXPORTS, globals())

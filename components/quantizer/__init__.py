@@ -1,7 +1,17 @@
-"""Quantizer: TFLite conversion with dynamic-range, float16, full-int8 and QAT modes."""
+"""Quantizer: TFLite conversion with dynamic-range, float16, full-int8 and QAT modes.
 
-from tfx_distillery.components.quantizer.component import Quantizer
-from tfx_distillery.components.quantizer.predict import TFLitePredictor
-from tfx_distillery.components.quantizer.predict import load_tflite
+The names load on first use: `load_tflite` serves a pushed folder without the component's
+module, which loads all of TFX's public API (`tfx.v1`).
+"""
 
-__all__ = ['Quantizer', 'TFLitePredictor', 'load_tflite']
+from tfx_distillery import lazy
+
+_EXPORTS = {
+    'Quantizer': f'{__name__}.component',
+    'TFLitePredictor': f'{__name__}.predict',
+    'load_tflite': f'{__name__}.predict',
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__, __dir__ = lazy.exports(__name__, _EXPORTS, globals())

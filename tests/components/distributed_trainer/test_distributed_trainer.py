@@ -4,6 +4,8 @@ import glob
 import json
 import os
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -352,3 +354,23 @@ def test_settings_follow_tf_config_on_a_cluster_backend(monkeypatch):
   assert not settings.is_chief
   monkeypatch.delenv('TF_CONFIG')
   assert strategy_lib.settings().strategy == 'one_device'
+
+
+def test_a_worker_loads_the_executors_it_runs_and_not_all_of_tfx():
+  # A worker process runs the Trainer's or the Distiller's executor; TFX's public API
+  # (tfx.v1, with its cloud extensions) would add seconds to each worker's start-up.
+  # Serving a pushed folder loads neither TFX nor TensorFlow.
+  code = ('import sys\n'
+          'from tfx_distillery import load_tflite\n'
+          'if "tensorflow" in sys.modules:\n'
+          '  sys.exit("load_tflite loaded TensorFlow")\n'
+          'import tfx_distillery.components.distributed_trainer.worker\n'
+          'import tfx_distillery.components.distiller.executor\n'
+          'import tfx_distillery.components.distributed_trainer.executor\n'
+          'from tfx_distillery.components.distributed_trainer import strategy_for\n'
+          'loaded = sorted(name for name in sys.modules if name.startswith("tfx.v1"))\n'
+          'if loaded:\n'
+          '  sys.exit("loaded: " + " ".join(loaded))\n')
+  result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          timeout=300, check=False, **helpers.child_process_options())
+  assert result.returncode == 0, result.stderr[-2000:]
