@@ -206,12 +206,30 @@ class _Process:
     return any(marker in line for line in self.tail for marker in BIND_FAILURES)
 
 
+def in_collective(stack: List[str]) -> bool:
+  """Whether a stack dump's top frames wait in a collective (for a peer)."""
+  top = '\n'.join(stack[:STACK_FRAMES_SHOWN])
+  return any(marker in top for marker in COLLECTIVE_FRAMES)
+
+
 def stuck_phase(beat: dict, stack: List[str]) -> str:
   """The phase a stuck process is in: its last beat's, or `collective` when its stack says so."""
-  top = '\n'.join(stack[:STACK_FRAMES_SHOWN])
-  if any(marker in top for marker in COLLECTIVE_FRAMES):
+  if in_collective(stack):
     return f'collective (during {beat["phase"]}: {beat.get("detail") or "no detail"})'
   return f'{beat["phase"]} ({beat.get("detail") or "no detail"})'
+
+
+def holding_up(fired, live: list):
+  """The process that holds the run up: of the live trainers, the one that waits for no peer
+  (its stack is not in a collective), longest without a beat first; else the one that fired.
+
+  A collective waits for its slowest member, so the first to pass the bound may only be
+  waiting; which one passes first is a race between beats a moment apart.
+  """
+  own_work = [each for each in live if each.task.trains and not in_collective(each.stack())]
+  if not own_work:
+    return fired
+  return min(own_work, key=lambda each: each.last_beat()['time'])
 
 
 class StuckProcess(RuntimeError):
@@ -295,9 +313,8 @@ def _run_once(training: strategy_lib.TrainingSettings, job_path: str,
         for process in trainers:
           if process.popen.poll() is not None:
             continue
-          beat = process.last_beat()
-          if time.time() - beat['time'] > bound:
-            _fail_stuck(process, beat, bound, processes)
+          if time.time() - process.last_beat()['time'] > bound:
+            _fail_stuck(process, bound, processes)
       if timeout_seconds and time.monotonic() - start > timeout_seconds:
         raise RuntimeError(f'DistributedTrainer: training did not finish in '
                            f'{timeout_seconds:.0f} s; every process was stopped.')
@@ -308,19 +325,25 @@ def _run_once(training: strategy_lib.TrainingSettings, job_path: str,
     shutil.rmtree(heartbeat_folder, ignore_errors=True)
 
 
-def _fail_stuck(process: _Process, beat: dict, bound: float, processes: List[_Process]):
-  """Collects the stuck process's stack, then raises naming it, its phase and last lines."""
-  last_lines = process.tail  # Before the stack dumps join the output.
+def _fail_stuck(fired: _Process, bound: float, processes: List[_Process]):
+  """Collects every stack, then raises naming the process that holds the run up, its phase,
+  where it waits and its last lines."""
+  last_lines = {id(each): each.tail for each in processes}  # Before the dumps join the output.
   for each in processes:
     each.dump_stacks()
   time.sleep(STACK_DUMP_SECONDS)  # The dump arrives on stderr, into the tail.
+  live = [each for each in processes if each.popen.poll() is None]
+  stuck = holding_up(fired, live)
+  beat = stuck.last_beat()
+  stack = stuck.stack()
   others = [f'{each.task.label}: {stuck_phase(each.last_beat(), each.stack())}'
-            for each in processes if each is not process and each.popen.poll() is None]
-  stack = process.stack()
+            for each in live if each is not stuck]
   raise StuckProcess(
-      f'DistributedTrainer: {process.task.label} made no progress for {bound:.0f} s '
-      f'(progress_timeout_seconds) in phase {stuck_phase(beat, stack)}; every '
-      'process was stopped.' + (f' The others: {"; ".join(others)}.' if others else '')
+      f'DistributedTrainer: training made no progress for {bound:.0f} s '
+      f'(progress_timeout_seconds): {stuck.task.label} holds it up, in phase '
+      f'{stuck_phase(beat, stack)}, its last beat {time.time() - beat["time"]:.0f} s ago; '
+      'every process was stopped.'
+      + (f' The others: {"; ".join(others)}.' if others else '')
       + (' Where it waits (most recent call first):\n  '
          + '\n  '.join(stack[:STACK_FRAMES_SHOWN]) if stack else '')
-      + '\nIts last lines:\n  ' + '\n  '.join(last_lines))
+      + '\nIts last lines:\n  ' + '\n  '.join(last_lines[id(stuck)]))
