@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 # Must precede the first TensorFlow import anywhere in the suite.
 os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -41,3 +43,31 @@ def pytest_collection_modifyitems(config, items):
     raise ValueError(f'tests/conftest.py LONGEST_MODULES_FIRST names no such file: {missing}')
   rank = {module: position for position, module in enumerate(LONGEST_MODULES_FIRST)}
   items.sort(key=lambda item: rank.get(item.nodeid.split('::', 1)[0], len(rank)))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+  """`--dist loadscope` that hands a worker its next module only when it starts its last test.
+
+  xdist's own hands it over two tests before, so near the end a worker held a module behind a
+  long test while the other one sat idle. Sooner is not possible: a worker holds its last
+  test until it knows the next (pytest's `nextitem`).
+  """
+  if config.getvalue('dist') != 'loadscope':
+    return None  # xdist's own scheduler for every other mode.
+  from xdist.scheduler import LoadScopeScheduling  # pylint: disable=import-outside-toplevel
+
+  class LastTestScopeScheduling(LoadScopeScheduling):
+    """LoadScopeScheduling with one test held back instead of two."""
+
+    def _reschedule(self, node):
+      if node.shutting_down:
+        return
+      if not self.workqueue:
+        node.shutdown()
+        return
+      if self._pending_of(self.assigned_work[node]) > 1:
+        return
+      self._assign_work_unit(node)
+
+  return LastTestScopeScheduling(config, log)

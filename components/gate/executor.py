@@ -146,6 +146,8 @@ class Executor(base_executor.BaseExecutor):
     # Every candidate is compared with the teacher and with the constant majority guess on
     # the same examples (McNemar), so a lead of a few examples is seen as what it is.
     majority_correct = measuring.majority_correct(evaluation_set.labels)
+    # The teacher too: one that learnt nothing beyond noise explains a gate that passes none.
+    baseline['versus_majority'] = measuring.paired_comparison(baseline_correct, majority_correct)
     candidates, left_out = [], []
     candidate_artifacts, correct_by_name = {}, {}
     parents = json.loads(exec_properties.get(gate_spec.CANDIDATE_PARENTS_KEY) or '{}')

@@ -65,3 +65,4 @@ def test_the_three_classes_come_from_the_schema_and_the_gate_reads_the_test_spli
   decision = summary.summarize_run(metadata_path, PIPELINE_NAME).gate_decision
   assert decision['split'] == 'test' and decision['label_key'] == 'variety_xf'
   assert decision['teacher']['accuracy'] > decision['majority_accuracy']
+  assert not decision['teacher']['versus_majority']['within_noise'], decision['teacher']

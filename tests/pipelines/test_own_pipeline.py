@@ -153,12 +153,14 @@ def test_the_gate_decides_and_the_pushed_model_answers_raw_examples(run):
   teacher = decision['teacher']
   if not decision['blessed']:
     # TFX's taxi Trainer at the README's 300 steps on 3,000 rows, unseeded, is sometimes
-    # still at the majority class (once in make test-e2e at d72cf8c: 0.7701 against 0.7701):
-    # then the gate must refuse every candidate for that reason and push nothing. Any
-    # other refusal fails here.
-    assert teacher['accuracy'] <= decision['majority_accuracy'], decision
+    # still at the majority class (once in make test-e2e at d72cf8c: 0.7701 against 0.7701),
+    # or a few examples above it (at f673362: 0.7711, one example of 1,031): then the gate
+    # must refuse every candidate for that reason and push nothing. Any other refusal fails.
+    assert (teacher['accuracy'] <= decision['majority_accuracy']
+            or teacher['versus_majority']['within_noise']), decision
+    no_lead = ('at or below the majority class', 'its lead over the majority class is within')
     assert decision['candidates'] and all(
-        any('at or below the majority class' in reason for reason in candidate['reasons'])
+        any(words in reason for reason in candidate['reasons'] for words in no_lead)
         for candidate in decision['candidates']), decision['candidates']
     assert run_summary.pushed_destination is None
     return

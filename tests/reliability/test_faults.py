@@ -267,10 +267,11 @@ def test_control_c_stops_within_seconds_and_the_next_run_reuses_what_finished(me
            if child.is_running() and child.status() != psutil.STATUS_ZOMBIE]
   assert not alive, alive
 
-  result = distillery(*arguments, *serving, *workers, home=home, cwd=run_path)
+  # One worker: what it checks is what the two interrupted runs left, and the examples are
+  # new, so the trainer runs again however many workers it has.
+  result = distillery(*arguments, *serving, home=home, cwd=run_path)
   console = result.stdout + result.stderr
-  # It runs to the end: 0 when a candidate passes, 3 when none beats the majority class
-  # (two workers on 300 rows may leave a 75-weight student below it).
+  # It runs to the end: 0 when a candidate passes, 3 when none beats the majority class.
   assert result.returncode in (0, 3), console
   assert 'AccuracyGate: finished' in console and 'Traceback' not in console
   assert 'IngestionTransform: reused from the cache' in console
