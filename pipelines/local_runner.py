@@ -505,7 +505,9 @@ def execute(args: argparse.Namespace) -> RunResult:
   with exclusive_metadata(metadata_path), console_shows_progress_only(
       log_path, getattr(args, 'verbose', False)) as component_progress:
     # Imported here so `--help` and argument errors answer without loading TFX.
-    from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
+    # TFX's modules, not `tfx.v1`, which loads its cloud extensions and kfp too (pipeline.py).
+    from tfx.orchestration import metadata  # pylint: disable=g-import-not-at-top
+    from tfx.orchestration.local import local_dag_runner  # pylint: disable=g-import-not-at-top
     from tfx_distillery.pipelines import pipeline  # pylint: disable=g-import-not-at-top
     from tfx_distillery.pipelines import summary  # pylint: disable=g-import-not-at-top
 
@@ -521,7 +523,7 @@ def execute(args: argparse.Namespace) -> RunResult:
     if unlabelled_root:
       logger.info('unlabelled: %s (the Distiller\'s transfer set)', unlabelled_root)
     start = time.monotonic()
-    tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
+    local_dag_runner.LocalDagRunner().run(pipeline.create_pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
         data_root=dataset.data_root,
@@ -538,8 +540,7 @@ def execute(args: argparse.Namespace) -> RunResult:
         student_train_steps=args.student_train_steps or DEFAULT_STUDENT_TRAINING.get(
             args.dataset, (DEFAULT_TRAIN_STEPS[args.dataset],))[0],
         student_config=DEFAULT_STUDENT_TRAINING.get(args.dataset, (None, None))[1],
-        metadata_connection_config=tfx.orchestration.metadata
-        .sqlite_metadata_connection_config(metadata_path),
+        metadata_connection_config=metadata.sqlite_metadata_connection_config(metadata_path),
         beam_pipeline_args=['--direct_running_mode=in_memory', '--direct_num_workers=1'],
         enable_cache=not args.no_cache,
         num_workers=args.num_workers,

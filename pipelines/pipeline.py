@@ -9,8 +9,16 @@ components of `create_components` one by one, so they all get the same chain. Th
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from tfx import v1 as tfx
+# TFX's modules, not its public API `tfx.v1`: that loads its cloud extensions and kfp too,
+# about 9 s of every pipeline process's start.
+from tfx.components import SchemaGen
+from tfx.components import StatisticsGen
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.dsl.components.base import base_node
+from tfx.orchestration import pipeline as tfx_pipeline
+from tfx.proto import example_gen_pb2
+from tfx.proto import pusher_pb2
+from tfx.proto import trainer_pb2
 
 from tfx_distillery import components
 from tfx_distillery.components.common import beam_runner
@@ -129,19 +137,20 @@ def create_components(data_root: str,
                      f' (each a folder of data_root), or be empty; got {list(input_splits)}.')
   # CsvExampleGen's node id, arguments and artifact; rows read and written in Arrow blocks.
   if input_splits:
-    split_arguments = {'input_config': tfx.proto.Input(splits=[
-        tfx.proto.Input.Split(name=name, pattern=f'{name}/*') for name in input_splits])}
+    split_arguments = {'input_config': example_gen_pb2.Input(splits=[
+        example_gen_pb2.Input.Split(name=name, pattern=f'{name}/*') for name in input_splits])}
   else:
-    split_arguments = {'output_config': tfx.proto.Output(split_config=tfx.proto.SplitConfig(
-        splits=[tfx.proto.SplitConfig.Split(name=name, hash_buckets=buckets)
-                for name, buckets in SPLIT_BUCKETS]))}
+    split_arguments = {'output_config': example_gen_pb2.Output(
+        split_config=example_gen_pb2.SplitConfig(splits=[
+            example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=buckets)
+            for name, buckets in SPLIT_BUCKETS]))}
   example_gen = components.ArrowCsvExampleGen(input_base=data_root,
                                               **split_arguments).with_id('CsvExampleGen')
-  statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
+  statistics_gen = StatisticsGen(examples=example_gen.outputs['examples'])
   if schema_path:
-    schema_gen = tfx.components.ImportSchemaGen(schema_file=schema_path)
+    schema_gen = ImportSchemaGen(schema_file=schema_path)
   else:
-    schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'],
+    schema_gen = SchemaGen(statistics=statistics_gen.outputs['statistics'],
                                           infer_feature_shape=True)
   example_validator = components.StrictExampleValidator(
       statistics=statistics_gen.outputs['statistics'], schema=schema_gen.outputs['schema'])
@@ -162,8 +171,8 @@ def create_components(data_root: str,
       examples=transform.outputs['transformed_examples'],
       transform_graph=transform.outputs['transform_graph'],
       schema=schema_gen.outputs['schema'],
-      train_args=tfx.proto.TrainArgs(num_steps=train_steps),
-      eval_args=tfx.proto.EvalArgs(num_steps=eval_steps),
+      train_args=trainer_pb2.TrainArgs(num_steps=train_steps),
+      eval_args=trainer_pb2.EvalArgs(num_steps=eval_steps),
       custom_config={'label_column': label_column, 'label_key': label_key,
                      **(teacher_config or {})},
       strategy=strategy,
@@ -174,8 +183,8 @@ def create_components(data_root: str,
   if unlabelled_data_root is not None:
     unlabelled_gen = components.ArrowCsvExampleGen(
         input_base=unlabelled_data_root,
-        output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
-            tfx.proto.SplitConfig.Split(name=UNLABELLED_SPLIT, hash_buckets=1)]))
+        output_config=example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
+            example_gen_pb2.SplitConfig.Split(name=UNLABELLED_SPLIT, hash_buckets=1)]))
     ).with_id('UnlabelledExampleGen')
     stages.insert(0, unlabelled_gen)
     transfer = {'transfer_examples': unlabelled_gen.outputs['examples']}
@@ -192,8 +201,8 @@ def create_components(data_root: str,
         statistics=transform.outputs['post_transform_stats'],
         teacher_model=trainer.outputs['model'],
         module_file=student_module_file,
-        train_args=tfx.proto.TrainArgs(num_steps=student_train_steps or train_steps),
-        eval_args=tfx.proto.EvalArgs(num_steps=eval_steps),
+        train_args=trainer_pb2.TrainArgs(num_steps=student_train_steps or train_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=eval_steps),
         custom_config=student_config,
         strategy=strategy,
         num_workers=num_workers,
@@ -215,7 +224,7 @@ def create_components(data_root: str,
         model=candidate,
         examples=transform.outputs['transformed_examples'],
         transform_graph=transform.outputs['transform_graph'],
-        train_args=tfx.proto.TrainArgs(num_steps=pruning_steps),
+        train_args=trainer_pb2.TrainArgs(num_steps=pruning_steps),
         random_seed=random_seed,
         **labelled,
         **pruning)
@@ -259,8 +268,8 @@ def create_components(data_root: str,
   pusher = components.AtomicPusher(
       model=gate.outputs['model'],
       model_blessing=gate.outputs['blessing'],
-      push_destination=tfx.proto.PushDestination(
-          filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_model_dir)))
+      push_destination=pusher_pb2.PushDestination(
+          filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=serving_model_dir)))
 
   return [example_gen, statistics_gen, schema_gen, example_validator, transform, *stages, gate,
           pusher]
@@ -271,7 +280,7 @@ def create_pipeline(pipeline_name: str,
                     metadata_connection_config: Optional[Any] = None,
                     beam_pipeline_args: Optional[List[str]] = None,
                     enable_cache: bool = True,
-                    **component_arguments) -> tfx.dsl.Pipeline:
+                    **component_arguments) -> tfx_pipeline.Pipeline:
   """The whole chain as one `tfx.dsl.Pipeline`, for LocalDagRunner and the Kubeflow compile.
 
   Args:
@@ -288,7 +297,7 @@ def create_pipeline(pipeline_name: str,
     The `tfx.dsl.Pipeline`.
   """
   parameters.refuse_secrets('beam_pipeline_args', beam_pipeline_args)
-  return tfx.dsl.Pipeline(
+  return tfx_pipeline.Pipeline(
       pipeline_name=pipeline_name,
       pipeline_root=pipeline_root,
       components=create_components(**component_arguments),

@@ -1,7 +1,7 @@
 """Distiller: teacher-to-student knowledge distillation as a TFX component.
 
 The names load on first use: a worker process runs this package's executor, and the
-component's module loads all of TFX's public API (`tfx.v1`), which a worker never uses.
+component's module loads TFX's component framework, which a worker never uses.
 """
 
 from tfx_distillery import lazy

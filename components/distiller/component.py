@@ -3,10 +3,10 @@
 from typing import Any, Dict, Optional, Sequence
 
 from tfx import types
-from tfx import v1 as tfx
 from tfx.components.util import udf_utils
 from tfx.dsl.components.base import base_component
 from tfx.dsl.components.base import executor_spec
+from tfx.proto import trainer_pb2
 from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs
 from tfx.utils import json_utils
@@ -48,8 +48,8 @@ class Distiller(base_component.BaseComponent):
         module_file='trainer_modules/tabular_student.py',
         label_key='species_xf', label_column='species',
         temperature=2.0, alpha=0.5,
-        train_args=tfx.proto.TrainArgs(num_steps=1000),
-        eval_args=tfx.proto.EvalArgs(num_steps=50))
+        train_args=trainer_pb2.TrainArgs(num_steps=1000),
+        eval_args=trainer_pb2.EvalArgs(num_steps=50))
   """
 
   SPEC_CLASS = distiller_spec.DistillerSpec
@@ -89,8 +89,8 @@ class Distiller(base_component.BaseComponent):
                student_parameter_shares: Optional[Sequence[float]] = None,
                max_accuracy_drop: float = 0.01,
                teacher_targets: str = 'soft',
-               train_args: Optional[tfx.proto.TrainArgs] = None,
-               eval_args: Optional[tfx.proto.EvalArgs] = None,
+               train_args: Optional[trainer_pb2.TrainArgs] = None,
+               eval_args: Optional[trainer_pb2.EvalArgs] = None,
                custom_config: Optional[Dict[str, Any]] = None,
                strategy: str = 'multi_worker_mirrored',
                num_workers: int = 1,
@@ -274,8 +274,8 @@ class Distiller(base_component.BaseComponent):
         hyperparameters=hyperparameters,
         transfer_examples=transfer_examples,
         module_file=module_file,
-        train_args=train_args or tfx.proto.TrainArgs(num_steps=1000),
-        eval_args=eval_args or tfx.proto.EvalArgs(num_steps=100),
+        train_args=train_args or trainer_pb2.TrainArgs(num_steps=1000),
+        eval_args=eval_args or trainer_pb2.EvalArgs(num_steps=100),
         custom_config=json_utils.dumps(custom_config),
         **{distiller_spec.DISTILLATION_KEY: settings.to_json(),
            trainer_spec.STRATEGY_KEY: strategy,

@@ -1,7 +1,7 @@
 """DistributedTrainer: a drop-in TFX Trainer that trains on many workers.
 
 The names load on first use: a worker process imports this package's `worker`, and the
-component's module loads all of TFX's public API (`tfx.v1`, its cloud extensions too),
+component's module loads TFX's stock components (the Trainer, and with them TFMA and Beam),
 which a worker never uses: seconds of start-up for each worker.
 """
 

@@ -3,8 +3,10 @@
 import json
 from typing import Any, Dict, Optional
 
-from tfx import v1 as tfx
+from tfx.components import Trainer
 from tfx.dsl.components.base import executor_spec
+from tfx.proto import trainer_pb2
+from tfx.types import Channel
 
 from tfx_distillery.components.common import modeling
 from tfx_distillery.components.common import modules
@@ -15,7 +17,7 @@ from tfx_distillery.components.distributed_trainer import spec as trainer_spec
 from tfx_distillery.components.common import strategy as strategy_lib
 
 
-class DistributedTrainer(tfx.components.Trainer):
+class DistributedTrainer(Trainer):
   """A drop-in for `tfx.components.Trainer` that distributes training itself.
 
   Inputs, outputs and the module contract are the Trainer's: `run_fn(fn_args)`
@@ -39,21 +41,21 @@ class DistributedTrainer(tfx.components.Trainer):
         module_file='trainer_modules/taxi_teacher.py',
         examples=transform.outputs['transformed_examples'],
         transform_graph=transform.outputs['transform_graph'],
-        train_args=tfx.proto.TrainArgs(num_steps=1000),
-        eval_args=tfx.proto.EvalArgs(num_steps=50),
+        train_args=trainer_pb2.TrainArgs(num_steps=1000),
+        eval_args=trainer_pb2.EvalArgs(num_steps=50),
         strategy='multi_worker_mirrored', num_workers=2)
   """
 
   def __init__(self,
-               examples: Optional[tfx.dsl.Channel] = None,
-               transform_graph: Optional[tfx.dsl.Channel] = None,
-               schema: Optional[tfx.dsl.Channel] = None,
-               base_model: Optional[tfx.dsl.Channel] = None,
-               hyperparameters: Optional[tfx.dsl.Channel] = None,
+               examples: Optional[Channel] = None,
+               transform_graph: Optional[Channel] = None,
+               schema: Optional[Channel] = None,
+               base_model: Optional[Channel] = None,
+               hyperparameters: Optional[Channel] = None,
                module_file: Optional[str] = None,
                run_fn: Optional[str] = None,
-               train_args: Optional[tfx.proto.TrainArgs] = None,
-               eval_args: Optional[tfx.proto.EvalArgs] = None,
+               train_args: Optional[trainer_pb2.TrainArgs] = None,
+               eval_args: Optional[trainer_pb2.EvalArgs] = None,
                custom_config: Optional[Dict[str, Any]] = None,
                strategy: str = 'multi_worker_mirrored',
                num_workers: int = 1,

@@ -2,8 +2,10 @@
 
 from typing import Any, Dict, Optional
 
-from tfx import v1 as tfx
+from tfx.components import Transform
 from tfx.dsl.components.base import executor_spec
+from tfx.proto import transform_pb2
+from tfx.types import Channel
 
 from tfx_distillery.components.common import labels
 from tfx_distillery.components.common import modules
@@ -15,7 +17,7 @@ from tfx_distillery.components.ingest_transform import spec as ingest_spec
 DEFAULT_NUM_SHARDS = 8
 
 
-class IngestionTransform(tfx.components.Transform):
+class IngestionTransform(Transform):
   """A drop-in for `tfx.components.Transform` whose output is tuned for reading.
 
   It takes Transform's inputs (examples, schema, module_file or preprocessing_fn,
@@ -43,11 +45,11 @@ class IngestionTransform(tfx.components.Transform):
   """
 
   def __init__(self,
-               examples: tfx.dsl.Channel,
-               schema: tfx.dsl.Channel,
+               examples: Channel,
+               schema: Channel,
                module_file: Optional[str] = None,
                preprocessing_fn: Optional[str] = None,
-               splits_config: Optional[tfx.proto.SplitsConfig] = None,
+               splits_config: Optional[transform_pb2.SplitsConfig] = None,
                custom_config: Optional[Dict[str, Any]] = None,
                num_shards: int = DEFAULT_NUM_SHARDS,
                cache: str = 'auto',
@@ -58,7 +60,7 @@ class IngestionTransform(tfx.components.Transform):
                direct_num_processes: Optional[int] = None,
                packed_block_size: int = reading.DEFAULT_PACKED_BLOCK_SIZE,
                label_key: Optional[str] = None,
-               statistics: Optional[tfx.dsl.Channel] = None,
+               statistics: Optional[Channel] = None,
                **transform_kwargs):
     """Constructs an IngestionTransform.
 

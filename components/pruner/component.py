@@ -4,7 +4,7 @@ import json
 from typing import Any, Dict, Optional, Sequence
 
 from tfx import types
-from tfx import v1 as tfx
+from tfx.proto import trainer_pb2
 from tfx.dsl.components.base import base_component
 from tfx.dsl.components.base import executor_spec
 from tfx.types import standard_artifacts
@@ -103,7 +103,7 @@ class Pruner(base_component.BaseComponent):
                     transform_graph=transform.outputs['transform_graph'],
                     max_accuracy_drop=0.01, baseline_model=trainer.outputs['model'],
                     label_key='tips_xf', label_column='tips',
-                    train_args=tfx.proto.TrainArgs(num_steps=500))
+                    train_args=trainer_pb2.TrainArgs(num_steps=500))
   """
 
   SPEC_CLASS = pruner_spec.PrunerSpec
@@ -125,8 +125,8 @@ class Pruner(base_component.BaseComponent):
                label_column: str = 'label',
                label_key: str = 'label',
                baseline_model: Optional[types.BaseChannel] = None,
-               train_args: Optional[tfx.proto.TrainArgs] = None,
-               eval_args: Optional[tfx.proto.EvalArgs] = None,
+               train_args: Optional[trainer_pb2.TrainArgs] = None,
+               eval_args: Optional[trainer_pb2.EvalArgs] = None,
                custom_config: Optional[Dict[str, Any]] = None,
                random_seed: Optional[int] = None):
     """Constructs a Pruner.
@@ -192,8 +192,8 @@ class Pruner(base_component.BaseComponent):
         label_column=label_column,
         label_key=label_key,
         baseline_model=baseline_model,
-        train_args=train_args or tfx.proto.TrainArgs(num_steps=500),
-        eval_args=eval_args or tfx.proto.EvalArgs(num_steps=100),
+        train_args=train_args or trainer_pb2.TrainArgs(num_steps=500),
+        eval_args=eval_args or trainer_pb2.EvalArgs(num_steps=100),
         custom_config=json_utils.dumps(custom_config),
         random_seed=random_seed,
         pruned_model=types.Channel(type=standard_artifacts.Model),

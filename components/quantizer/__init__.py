@@ -1,7 +1,7 @@
 """Quantizer: TFLite conversion with dynamic-range, float16, full-int8 and QAT modes.
 
 The names load on first use: `load_tflite` serves a pushed folder without the component's
-module, which loads all of TFX's public API (`tfx.v1`).
+module, which loads TFX and TensorFlow.
 """
 
 from tfx_distillery import lazy

@@ -53,6 +53,39 @@ def test_help_answers_for_every_subcommand_without_loading_tensorflow(tmp_path):
   assert '--output' in distillery('compile', '--help', home=tmp_path, cwd=tmp_path).stdout
 
 
+# What builds and runs a pipeline; checked in a fresh process, after building the whole chain.
+PIPELINE_PROCESS = '''
+import sys
+from tfx.orchestration import metadata
+from tfx.orchestration.local import local_dag_runner
+from tfx_distillery.pipelines import datasets, local_runner, pipeline
+taxi = datasets.resolve('taxi', sys.argv[1])
+built = pipeline.create_pipeline(
+    pipeline_name='p', pipeline_root=sys.argv[1], data_root=taxi.data_root,
+    transform_module_file=taxi.transform_module_file,
+    teacher_module_file=taxi.teacher_module_file, student_module_file=taxi.student_module_file,
+    label_column=taxi.label_column,
+    serving_model_dir=sys.argv[1], train_steps=1, schema_path=taxi.schema_file,
+    metadata_connection_config=metadata.sqlite_metadata_connection_config(sys.argv[1] + '/m'))
+ids = {component.id for component in built.components}
+assert {'IngestionTransform', 'DistributedTrainer', 'Distiller', 'AtomicPusher'} <= ids, ids
+loaded = sorted(name for name in sys.modules
+                if name.split('.')[:2] == ['tfx', 'v1'] or name.split('.')[0] == 'kfp'
+                or name.startswith('google.cloud.aiplatform'))
+print(' '.join(loaded[:10]) or 'none')
+'''
+
+
+def test_a_pipeline_process_loads_tfx_modules_and_not_tfx_v1_kfp_or_its_cloud_clients(tmp_path):
+  # TFX's public API `tfx.v1` loads kfp and Vertex's client library as well: 9 s of every
+  # `distillery run`'s start, for a compile the local run never does.
+  result = subprocess.run([sys.executable, '-c', PIPELINE_PROCESS, str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          **helpers.child_process_options())
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.split() == ['none'], result.stdout
+
+
 @pytest.mark.e2e  # long: make test-e2e
 def test_a_run_pushes_under_the_home_and_the_console_holds_no_library_noise(iris_run):
   tmp_path, result = iris_run

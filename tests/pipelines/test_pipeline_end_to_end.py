@@ -14,7 +14,8 @@ import sys
 import numpy as np
 import pytest
 from ml_metadata.proto import metadata_store_pb2
-from tfx import v1 as tfx
+from tfx.orchestration import metadata
+from tfx.orchestration.local import local_dag_runner
 
 from tfx_distillery.components.common import evaluation
 from tfx_distillery.components.common import seeding
@@ -49,7 +50,7 @@ def run_pipeline(tmp_path, data_root, random_seed=E2E_SEED, prune=True,
                  quantization_modes=('full_integer',), **gate):
   metadata_path = str(tmp_path / 'metadata.sqlite')
   taxi = datasets.resolve('taxi', str(tmp_path))
-  tfx.orchestration.LocalDagRunner().run(pipeline.create_pipeline(
+  local_dag_runner.LocalDagRunner().run(pipeline.create_pipeline(
       pipeline_name=PIPELINE_NAME,
       pipeline_root=str(tmp_path / 'root'),
       data_root=data_root,
@@ -61,7 +62,7 @@ def run_pipeline(tmp_path, data_root, random_seed=E2E_SEED, prune=True,
       serving_model_dir=str(tmp_path / 'serving'),
       train_steps=300,
       eval_steps=5,
-      metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
+      metadata_connection_config=metadata.sqlite_metadata_connection_config(
           metadata_path),
       teacher_config={'epochs': 2},
       # The small taxi student needs a larger step than the default to leave the
