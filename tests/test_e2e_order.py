@@ -1,4 +1,5 @@
-"""make test-e2e hands the longest modules out first, and keeps each module's own order."""
+"""make test-e2e hands the longest modules out first, keeps each module's own order, and hands a
+worker its next module only when it starts its last test."""
 
 import dataclasses
 
@@ -33,3 +34,50 @@ def test_a_module_that_is_no_longer_there_is_named(monkeypatch, tmp_path):
   monkeypatch.setattr(conftest, 'LONGEST_MODULES_FIRST', ('tests/gone.py',))
   with pytest.raises(ValueError, match=r"names no such file: \['tests/gone.py'\]"):
     conftest.pytest_collection_modifyitems(Config(str(tmp_path)), [])
+
+
+class FakeConfig:
+  """What xdist's scheduler reads of the config: `--dist` and two local workers."""
+
+  def getvalue(self, name):
+    return {'dist': 'loadscope', 'tx': ['2*popen']}[name]
+
+
+class FakeNode:
+  """A worker: records the tests it is sent and whether it was told to shut down."""
+
+  def __init__(self):
+    self.sent, self.shutting_down = [], False
+
+  def send_runtest_some(self, indices):
+    self.sent.extend(indices)
+
+  def shutdown(self):
+    self.shutting_down = True
+
+
+def test_a_worker_gets_its_next_module_only_when_it_starts_its_last_test():
+  scheduler = conftest.pytest_xdist_make_scheduler(FakeConfig(), log=None)
+  node = FakeNode()
+  collection = ['a.py::one', 'a.py::two', 'a.py::three', 'b.py::one']
+  scheduler.registered_collections[node] = collection
+  scheduler.workqueue['b.py'] = {'b.py::one': False}
+  scheduler.assigned_work[node] = {'a.py': {'a.py::one': True, 'a.py::two': False,
+                                            'a.py::three': False}}
+  scheduler._reschedule(node)  # pylint: disable=protected-access
+  assert node.sent == []  # Two tests left: module b stays free for the other worker.
+  scheduler.assigned_work[node]['a.py']['a.py::two'] = True
+  scheduler._reschedule(node)  # pylint: disable=protected-access
+  assert node.sent == [3] and not scheduler.workqueue  # Its last test: b goes with it.
+  scheduler._reschedule(node)  # pylint: disable=protected-access
+  assert node.shutting_down  # Nothing left to hand out.
+
+
+def test_every_other_dist_mode_keeps_xdists_own_scheduler():
+
+  class LoadFile(FakeConfig):
+
+    def getvalue(self, name):
+      return 'loadfile' if name == 'dist' else super().getvalue(name)
+
+  assert conftest.pytest_xdist_make_scheduler(LoadFile(), log=None) is None

@@ -482,6 +482,17 @@ def accuracy(scorer: Scorer, evaluation_set: EvaluationSet) -> float:
 
 
 # Two-sided 95%: the normal quantile every interval below uses.
+# Accuracies are counts over a few hundred examples: 0.985 - 0.98 is 0.0050000000000000044 in
+# floating point, and a drop of exactly the budget (one example of 200 at 0.005) must pass.
+DROP_TOLERANCE = 1e-9
+
+
+def within_drop(baseline_accuracy: float, accuracy: float, max_drop: float) -> bool:
+  """Whether `accuracy` is at most `max_drop` below `baseline_accuracy` (a drop equal to the
+  budget passes, whatever floating point makes of the subtraction)."""
+  return baseline_accuracy - accuracy <= max_drop + DROP_TOLERANCE
+
+
 INTERVAL_Z = 1.959963984540054
 # A lead whose one-sided paired p-value is at or above this is within noise.
 SIGNIFICANCE_LEVEL = 0.05

@@ -543,10 +543,11 @@ class Distillation:
       correct = measuring.correct_predictions(self.scorer(student), self.eval_set)
       accuracy = float(np.mean(correct))
       figures = self.shipped_figures(student, correct)
-      float_passes = accuracy >= bar
+      float_passes = measuring.within_drop(teacher_accuracy, accuracy, settings.max_accuracy_drop)
       int8_passes, int8_rule = False, None
       if figures['int8_correct'] is not None:
-        if figures['int8_accuracy'] >= bar:
+        if measuring.within_drop(teacher_accuracy, figures['int8_accuracy'],
+                                 settings.max_accuracy_drop):
           int8_passes, int8_rule = True, 'budget'
         elif float_passes and measuring.paired_comparison(
             correct, figures['int8_correct'])['within_noise']:

@@ -49,7 +49,7 @@ def reasons_against(figures: Dict[str, Any], teacher_accuracy: float, majority: 
         f'{lead["wins"]} examples the constant guess misses, wrong on {lead["losses"]} it '
         f'gets, McNemar p = {lead["p_value"]:.3f}): no better than always guessing the '
         'commonest class')
-  if drop > max_drop:
+  if not measuring.within_drop(teacher_accuracy, figures['accuracy'], max_drop):
     reasons.append(f'accuracy {figures["accuracy"]:.4f} is {drop:.4f} below the teacher\'s '
                    f'{teacher_accuracy:.4f}; at most {max_drop:.4f} is allowed')
   if max_bytes >= 0 and figures['size_bytes'] > max_bytes:

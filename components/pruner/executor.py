@@ -457,7 +457,7 @@ class Executor(base_executor.BaseExecutor):
       versus_majority = self._versus_majority(correct)
       versus_baseline = measuring.paired_comparison(correct, self.baseline_correct)
       learnt = not versus_majority['within_noise']
-      within = baseline_accuracy - accuracy <= max_drop and learnt
+      within = measuring.within_drop(baseline_accuracy, accuracy, max_drop) and learnt
       self.trials.append({'sparsity': level,
                           'overall_sparsity': sensitivity.removed_share(targets, sizes),
                           'layer_targets': targets, 'eval_accuracy': accuracy,

@@ -378,7 +378,8 @@ class Executor(base_executor.BaseExecutor):
     shipped = (model, flatbuffer, [])
 
     def within(trial) -> bool:
-      return trial['accuracy'] is not None and float_accuracy - trial['accuracy'] <= max_drop
+      return (trial['accuracy'] is not None
+              and measuring.within_drop(float_accuracy, trial['accuracy'], max_drop))
 
     if not within(tried[0]):
       logger.info('Quantizer (%s): int8 accuracy %.4f is %.4f below float32 %.4f on eval, past '

@@ -111,3 +111,13 @@ def test_one_example_above_the_majority_class_is_noise_and_a_clear_lead_is_not()
   clearly_ahead[:10] = False
   comparison = measuring.paired_comparison(clearly_ahead, majority)
   assert not comparison['within_noise'] and (comparison['wins'], comparison['losses']) == (51, 10)
+
+
+def test_a_drop_of_exactly_the_budget_passes_and_one_example_more_does_not():
+  # One example of 200 at a budget of 0.005: 0.985 - 0.98 is 0.0050000000000000044 in floating
+  # point, which refused the Quantizer's float-layer recovery at exactly its budget.
+  assert 0.985 - 0.98 > 0.005
+  assert measuring.within_drop(0.985, 0.98, 0.005)
+  assert not measuring.within_drop(0.985, 0.975, 0.005)
+  assert measuring.within_drop(0.5, 0.9, 0.0)  # Better than the baseline always passes.
+  assert not measuring.within_drop(0.9, 0.9 - 1e-6, 0.0)
