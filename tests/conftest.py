@@ -11,26 +11,26 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # `make test-e2e` hands whole modules to two xdist workers (`--dist loadscope`). Left to
 # itself xdist sends the modules with the most tests first, and a module of one long test
 # (the notebook, TFX's taxi chain) came last and ran alone at the end. These go first,
-# longest first, by their seconds at two at a time (the `--durations` of make test-e2e at
-# d72cf8c, with the three tests of test_runs_end that ran alone until e86698b); the other
-# modules follow in their own order. Within a module the order never changes: some tests
-# read what an earlier one left.
+# longest first, by their seconds at two at a time (the sums of `--durations` per module
+# of make test-e2e at 231cb88); the other modules follow in their own order. Within a
+# module the order never changes: some tests read what an earlier one left.
 LONGEST_MODULES_FIRST = (
     'tests/reliability/test_faults.py',
     'tests/pipelines/test_pipeline_end_to_end.py',
+    'tests/components/ingest_transform/test_component.py',
+    'tests/components/distributed_trainer/test_runs_end.py',
     'tests/notebooks/test_walkthrough.py',
     'tests/pipelines/test_own_pipeline.py',
-    'tests/components/distributed_trainer/test_runs_end.py',
-    'tests/components/ingest_transform/test_component.py',
-    'tests/components/distributed_trainer/test_distributed_trainer.py',
+    'tests/pipelines/test_mnist1d_run.py',
+    'tests/conformance/test_penguin.py',
+    'tests/reliability/test_bad_data.py',
+    'tests/components/quantizer/test_raw_flatbuffer.py',
+    'tests/components/distiller/test_distiller.py',
     'tests/pipelines/test_cli.py',
     'tests/conformance/test_imdb.py',
     'tests/reliability/test_kill_during_training.py',
-    'tests/pipelines/test_mnist1d_run.py',
-    'tests/reliability/test_bad_data.py',
-    'tests/components/quantizer/test_raw_flatbuffer.py',
-    'tests/conformance/test_penguin.py',
-    'tests/components/distiller/test_distiller.py',
+    'tests/components/distributed_trainer/test_distributed_trainer.py',
+    'tests/pipelines/test_own_label.py',
 )
 
 
@@ -43,6 +43,22 @@ def pytest_collection_modifyitems(config, items):
     raise ValueError(f'tests/conftest.py LONGEST_MODULES_FIRST names no such file: {missing}')
   rank = {module: position for position, module in enumerate(LONGEST_MODULES_FIRST)}
   items.sort(key=lambda item: rank.get(item.nodeid.split('::', 1)[0], len(rank)))
+
+
+@pytest.fixture(scope='session')
+def mnist1d_draw_cache(tmp_path_factory):
+  """One `DISTILLERY_CACHE` for the session's MNIST-1D draws, shared by xdist's workers.
+
+  The notebook and `distillery run --dataset mnist1d` draw the same rows, and a draw costs
+  15 s (30 s beside another run). The cache writes a draw to a temporary file and renames
+  it, so two workers may draw at once; every session starts with an empty one.
+  """
+  base = tmp_path_factory.getbasetemp()
+  if os.environ.get('PYTEST_XDIST_WORKER'):
+    base = base.parent  # The session's folder, which holds every worker's own.
+  folder = base / 'mnist1d-draws'
+  folder.mkdir(exist_ok=True)
+  return folder
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -39,11 +39,11 @@ def test_the_notebook_is_committed_with_outputs_cleared():
       assert not cell.outputs and cell.execution_count is None
 
 
-def test_every_cell_runs_and_every_component_executed(tmp_path, monkeypatch):
+def test_every_cell_runs_and_every_component_executed(tmp_path, monkeypatch, mnist1d_draw_cache):
   monkeypatch.setenv('DISTILLERY_NOTEBOOK_ROOT', str(tmp_path))
   monkeypatch.setenv('DISTILLERY_NOTEBOOK_STEPS', '20')
   monkeypatch.setenv('DISTILLERY_NOTEBOOK_POOL_ROWS', '500')
-  monkeypatch.setenv('DISTILLERY_CACHE', str(tmp_path / 'cache'))
+  monkeypatch.setenv('DISTILLERY_CACHE', str(mnist1d_draw_cache))
   notebook = nbformat.read(NOTEBOOK, as_version=4)
   nbclient.NotebookClient(notebook, timeout=900, kernel_name='python3',
                           resources={'metadata': {'path': os.path.dirname(NOTEBOOK)}}).execute()

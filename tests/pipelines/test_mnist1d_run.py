@@ -18,9 +18,9 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope='module')
-def mnist1d_run(tmp_path_factory, monkeypatch_module):
+def mnist1d_run(tmp_path_factory, monkeypatch_module, mnist1d_draw_cache):
   tmp_path = tmp_path_factory.mktemp('mnist1d')
-  monkeypatch_module.setenv('DISTILLERY_CACHE', str(tmp_path / 'cache'))
+  monkeypatch_module.setenv('DISTILLERY_CACHE', str(mnist1d_draw_cache))
   result = distillery('run', '--dataset', 'mnist1d', '--pool-rows', '500',
                       '--train-steps', '300', '--student-train-steps', '300', '--seed', '3',
                       # Few steps: any candidate above the majority class may pass.
@@ -34,7 +34,8 @@ def monkeypatch_module():
     yield patch
 
 
-def test_the_papers_split_reaches_the_transform_and_the_pool_the_distiller(mnist1d_run):
+def test_the_papers_split_reaches_the_transform_and_the_pool_the_distiller(mnist1d_run,
+                                                                          mnist1d_draw_cache):
   tmp_path, result = mnist1d_run
   console = result.stdout + result.stderr
   assert result.returncode == 0, console
@@ -50,7 +51,7 @@ def test_the_papers_split_reaches_the_transform_and_the_pool_the_distiller(mnist
   assert metrics['student_parameters'] == 480
   assert 'pushed to: ' + str(tmp_path / 'home' / 'serving' / 'mnist1d') in console
   # Drawn into the cache that DISTILLERY_CACHE names, for the next run to read.
-  assert glob.glob(str(tmp_path / 'cache' / 'mnist1d-5000-seed42-*.npz'))
+  assert glob.glob(str(mnist1d_draw_cache / 'mnist1d-5000-seed42-*.npz'))
 
 
 def test_pool_rows_is_for_mnist1d_only(tmp_path):
@@ -64,10 +65,10 @@ def test_pool_rows_is_for_mnist1d_only(tmp_path):
 
 
 def test_mnist1d_compiles_with_its_split_folders_and_its_pool_feeding_the_distiller(
-    mnist1d_run, tmp_path, monkeypatch):
+    mnist1d_run, tmp_path, monkeypatch, mnist1d_draw_cache):
   # Here and not with the other compiles: it reads the draw the run above cached (the draw
   # alone takes 30 s), in the DISTILLERY_CACHE that the run's fixture set for this module.
-  assert os.environ['DISTILLERY_CACHE'] == str(mnist1d_run[0] / 'cache')
+  assert mnist1d_run and os.environ['DISTILLERY_CACHE'] == str(mnist1d_draw_cache)
   monkeypatch.setattr(datasets, 'MNIST1D_POOL_ROWS', 40)
   output = tmp_path / 'out' / 'pipeline.yaml'
   assert kubeflow_runner.main(['--output', str(output), '--image', 'example.com/distillery:1',

@@ -200,11 +200,14 @@ def test_the_messy_folder_runs_and_its_model_serves_raw_rows_by_their_csv_names(
   assert set(predicted['labels']) <= set(messy_csv.CLASSES)
 
 
+# The whole run takes the full disk only: how a run ends on a failed push does not depend on
+# the error, and test_a_push_into_a_full_or_read_only_folder_fails_naming_it above gives the
+# executor both. The full disk is the harder case: it leaves a half-copied staging folder.
 @pytest.mark.e2e  # long: make test-e2e
-@pytest.mark.parametrize('fault', sorted(FAULTS))
 def test_a_run_whose_serving_folder_fails_exits_1_and_keeps_the_served_model(
-    messy_run, fault, tmp_path):
+    messy_run, tmp_path):
   run_path, arguments, _ = messy_run
+  fault = 'full'
   pushed = sorted(glob.glob(str(run_path / 'serving' / '[0-9]*')))[0]
   serving_dir = tmp_path / 'serving'
   previous = serving_dir / os.path.basename(pushed)

@@ -122,25 +122,20 @@ def test_silent_workers_die_with_their_parent(data, tmp_path, parent_signal):
   kill_and_watch(parent, lines, log, 'stuck: sleeping before', parent_signal)
 
 
-@pytest.mark.e2e  # long: make test-e2e (not serial: as the silent workers' test)
-def test_workers_die_with_their_parent_and_the_next_run_resumes(data, tmp_path):
+@pytest.fixture(scope='module')
+def killed_and_rerun(data, tmp_path_factory):
+  """A trainer ended at epoch 2 with its parent, then run again on the same output.
+
+  The rerun's first set of ports is handed out while another socket listens on one of
+  them, so this one rerun serves the resume test and the port test: a run of two workers
+  costs about a minute of the suite.
+  """
+  import socket  # pylint: disable=import-outside-toplevel
+  tmp_path = tmp_path_factory.mktemp('killed')
   output_dir = str(tmp_path / 'trainer')
   parent, lines, log = start_parent(data, tmp_path, output_dir)
   kill_and_watch(parent, lines, log, 'epoch 2/6', signal.SIGTERM)
 
-  _, model_run_uri = trainer_tests.run_executor(data, output_dir, num_workers=2,
-                                                train_steps=train_in_child.TRAIN_STEPS,
-                                                epochs=train_in_child.EPOCHS)
-  with open(os.path.join(model_run_uri, 'metrics.json')) as handle:
-    metrics = json.load(handle)
-  assert metrics['first_epoch'] >= 2  # Resumed from the backup the killed run left.
-
-
-@pytest.mark.e2e  # long: make test-e2e
-def test_a_port_taken_before_the_worker_binds_starts_the_cluster_on_new_ports(
-    data, tmp_path, monkeypatch, progress_lines):
-  """The first set of ports is handed out while another socket listens on one of them."""
-  import socket  # pylint: disable=import-outside-toplevel
   taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
   taken.bind((cluster.LOOPBACK, 0))
   taken.listen()
@@ -154,15 +149,32 @@ def test_a_port_taken_before_the_worker_binds_starts_the_cluster_on_new_ports(
     picks.append(ports)
     return ports
 
-  monkeypatch.setattr(cluster, 'pick_free_ports', first_pick_is_taken)
-  try:
-    model_uri, _ = trainer_tests.run_executor(data, str(tmp_path), num_workers=2,
-                                              train_steps=10, epochs=1)
-  finally:
-    taken.close()
+  with pytest.MonkeyPatch.context() as patch, helpers.ProgressLines() as progress:
+    patch.setattr(cluster, 'pick_free_ports', first_pick_is_taken)
+    try:
+      model_uri, model_run_uri = trainer_tests.run_executor(
+          data, output_dir, num_workers=2, train_steps=train_in_child.TRAIN_STEPS,
+          epochs=train_in_child.EPOCHS)
+    finally:
+      taken.close()
+    progress_seen = list(progress)
+  return model_uri, model_run_uri, picks, progress_seen
+
+
+@pytest.mark.e2e  # long: make test-e2e (not serial: as the silent workers' test)
+def test_workers_die_with_their_parent_and_the_next_run_resumes(killed_and_rerun):
+  _, model_run_uri, _, _ = killed_and_rerun
+  with open(os.path.join(model_run_uri, 'metrics.json')) as handle:
+    metrics = json.load(handle)
+  assert metrics['first_epoch'] >= 2  # Resumed from the backup the killed run left.
+
+
+@pytest.mark.e2e  # long: make test-e2e
+def test_a_port_taken_before_the_worker_binds_starts_the_cluster_on_new_ports(killed_and_rerun):
+  model_uri, _, picks, progress_seen = killed_and_rerun
   assert len(picks) == 2
   assert any('could not bind' in line and 'Starting again on new ports' in line
-             for line in progress_lines)
+             for line in progress_seen)
   assert tf.io.gfile.exists(os.path.join(model_uri, 'Format-Serving', 'saved_model.pb'))
 
 

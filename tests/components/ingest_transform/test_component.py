@@ -205,27 +205,72 @@ def transform_outputs(tmp_path, with_statistics):
   return outputs
 
 
-@pytest.mark.e2e  # long: make test-e2e
-def test_beam_arguments_reach_the_beam_pipeline(pipeline_run, tmp_path):
-  _, metadata_path = pipeline_run
-  examples_artifact, schema_artifact = run_inputs(metadata_path)
-  outputs = transform_outputs(tmp_path, with_statistics=False)
-  component = make(num_shards=2)
-  exec_properties = dict(component.exec_properties)
-  exec_properties['module_file'] = STOCK_TAXI_MODULE
+def transformed_records(folder):
+  """Every file's examples in the order it holds them, each serialized deterministically.
 
+  (tfx_bsl's encoder writes a map's features in an order of its own, so the files' bytes
+  are compared as parsed examples.)
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  records = {}
+  for path in sorted(glob.glob(os.path.join(folder, '**', '*.gz'), recursive=True)):
+    records[os.path.relpath(path, folder)] = [
+        tf.train.Example.FromString(record.numpy()).SerializeToString(deterministic=True)
+        for record in tf.data.TFRecordDataset(path, compression_type='GZIP')]
+  return records
+
+
+@pytest.fixture(scope='module')
+def executor_runs(pipeline_run, tmp_path_factory):
+  """The executor twice on the fixture run's examples, as a busy and an idle machine run it.
+
+  Beam sizes its batches by their timing: 100 and 1,000 rows a batch stand for the two
+  machines' choices, on about 400 train rows (four batches against one; at 25 rows a batch
+  the run took 223 s). The first run also records its Beam pipelines' options, takes
+  the user's Beam arguments and StatisticsGen's statistics; the second takes neither. Each
+  Transform run costs about a minute of the suite, so the tests below share these two.
+  """
+  from apache_beam.transforms import util as beam_util  # pylint: disable=g-import-not-at-top
+  _, metadata_path = pipeline_run
+  tmp_path = tmp_path_factory.mktemp('executor-runs')
+  examples_artifact, schema_artifact = run_inputs(metadata_path)
   RecordingExecutor.seen_options = []
-  context = RecordingExecutor.Context(
-      beam_pipeline_args=['--direct_num_workers=1', '--job_name=distillery-args-test'],
-      tmp_dir=str(tmp_path / 'tmp'), unique_id='1')
-  RecordingExecutor(context).Do(
-      {standard_component_specs.EXAMPLES_KEY: [examples_artifact],
-       standard_component_specs.SCHEMA_KEY: [schema_artifact]}, outputs, exec_properties)
-  seen_options = RecordingExecutor.seen_options
+  runs = []
+  for index, (chosen_size, beam_arguments, executor_class) in enumerate((
+      (100, ['--direct_num_workers=1', '--job_name=distillery-args-test'], RecordingExecutor),
+      (1000, ['--direct_num_workers=1'], ingest_executor.Executor))):
+    with_statistics = index == 0
+    inputs = {standard_component_specs.EXAMPLES_KEY: [examples_artifact],
+              standard_component_specs.SCHEMA_KEY: [schema_artifact]}
+    if with_statistics:
+      inputs['statistics'] = [marked_statistics(tmp_path / 'statistics', ['train', 'eval'])]
+      component = make(num_shards=2, statistics=channel(standard_artifacts.ExampleStatistics))
+      assert 'statistics' in component.inputs
+    else:
+      component = make(num_shards=2)
+    exec_properties = dict(component.exec_properties)
+    exec_properties['module_file'] = STOCK_TAXI_MODULE
+    run_path = tmp_path / f'run-{index}'
+    outputs = transform_outputs(run_path, with_statistics=with_statistics)
+    context = executor_class.Context(beam_pipeline_args=beam_arguments,
+                                     tmp_dir=str(run_path / 'tmp'), unique_id=str(index))
+    with pytest.MonkeyPatch.context() as patch:
+      patch.setattr(
+          beam_util._BatchSizeEstimator, '_calculate_next_batch_size',  # pylint: disable=protected-access
+          lambda self, size=chosen_size: max(self._min_batch_size,  # pylint: disable=protected-access
+                                             min(size, self._max_batch_size)))  # pylint: disable=protected-access
+      executor_class(context).Do(inputs, outputs, exec_properties)
+    runs.append(run_path)
+  return runs, list(RecordingExecutor.seen_options)
+
+
+@pytest.mark.e2e  # long: make test-e2e
+def test_beam_arguments_reach_the_beam_pipeline(executor_runs):
+  [recorded_run, _], seen_options = executor_runs
   assert seen_options
   assert all(options['job_name'] == 'distillery-args-test' for options in seen_options)
   assert all(options['direct_running_mode'] == 'in_memory' for options in seen_options)
-  train_shards = glob.glob(str(tmp_path / 'transformed_examples' / 'Split-train' / '*.gz'))
+  train_shards = glob.glob(str(recorded_run / 'transformed_examples' / 'Split-train' / '*.gz'))
   assert len(train_shards) == 2
 
 
@@ -365,35 +410,21 @@ def marked_statistics(folder, splits):
 
 
 @pytest.mark.e2e  # long: make test-e2e
-def test_statisticsgens_train_statistics_stand_for_the_pre_transform_ones(pipeline_run, tmp_path):
+def test_statisticsgens_train_statistics_stand_for_the_pre_transform_ones(executor_runs):
   """One pass fewer over the rows: the file is copied; post-transform ones are computed."""
   from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=import-outside-toplevel
-  _, metadata_path = pipeline_run
-  examples_artifact, schema_artifact = run_inputs(metadata_path)
-  statistics = marked_statistics(tmp_path / 'statistics', ['train', 'eval'])
-  outputs = transform_outputs(tmp_path, with_statistics=True)
-  component = make(num_shards=1, statistics=channel(standard_artifacts.ExampleStatistics))
-  assert 'statistics' in component.inputs
-  exec_properties = dict(component.exec_properties)
-  exec_properties['module_file'] = STOCK_TAXI_MODULE
-  context = ingest_executor.Executor.Context(
-      beam_pipeline_args=['--direct_num_workers=1'], tmp_dir=str(tmp_path / 'tmp'),
-      unique_id='1')
-  ingest_executor.Executor(context).Do(
-      {standard_component_specs.EXAMPLES_KEY: [examples_artifact],
-       standard_component_specs.SCHEMA_KEY: [schema_artifact],
-       'statistics': [statistics]}, outputs, exec_properties)
+  [run_path, _], _ = executor_runs
 
   def read(key):
     loaded = statistics_pb2.DatasetFeatureStatisticsList()
-    loaded.ParseFromString((tmp_path / key / 'FeatureStats.pb').read_bytes())
+    loaded.ParseFromString((run_path / key / 'FeatureStats.pb').read_bytes())
     return loaded
 
   assert read('pre_transform_stats').datasets[0].name == 'from StatisticsGen, train'
-  assert (tmp_path / 'pre_transform_schema' / 'schema.pbtxt').read_text().strip()
+  assert (run_path / 'pre_transform_schema' / 'schema.pbtxt').read_text().strip()
   post = read('post_transform_stats').datasets[0]
   assert post.num_examples > 300 and post.name != 'from StatisticsGen, train'
-  assert sorted(os.listdir(tmp_path / 'pre_transform_stats')) == ['FeatureStats.pb']
+  assert sorted(os.listdir(run_path / 'pre_transform_stats')) == ['FeatureStats.pb']
 
 
 @pytest.mark.parametrize('splits_config, statistics_splits', [
@@ -436,51 +467,14 @@ def test_a_users_stats_options_updater_fn_has_them_computed():
   assert executor._copied_statistics.source == 'source'  # pylint: disable=protected-access
 
 
-def transformed_records(folder):
-  """Every file's examples in the order it holds them, each serialized deterministically.
-
-  (tfx_bsl's encoder writes a map's features in an order of its own, so the files' bytes
-  are compared as parsed examples.)
-  """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  records = {}
-  for path in sorted(glob.glob(os.path.join(folder, '**', '*.gz'), recursive=True)):
-    records[os.path.relpath(path, folder)] = [
-        tf.train.Example.FromString(record.numpy()).SerializeToString(deterministic=True)
-        for record in tf.data.TFRecordDataset(path, compression_type='GZIP')]
-  return records
-
-
 @pytest.mark.e2e  # long: make test-e2e
-def test_the_same_rows_under_another_load_make_the_same_transform(pipeline_run, tmp_path,
-                                                                 monkeypatch):
+def test_the_same_rows_under_another_load_make_the_same_transform(executor_runs):
   """Beam sizes its batches by their timing; Transform's must not follow the machine's load.
 
-  Each run gets batches of another size wherever Beam is left to choose (as a busy and an
-  idle machine would); the transformed examples must come out the same, byte for byte.
+  The two runs got batches of another size wherever Beam is left to choose (as a busy and
+  an idle machine would); the transformed examples must come out the same, byte for byte.
   """
-  from apache_beam.transforms import util as beam_util  # pylint: disable=g-import-not-at-top
-  _, metadata_path = pipeline_run
-  examples_artifact, schema_artifact = run_inputs(metadata_path)
-  component = make(num_shards=2)
-  exec_properties = dict(component.exec_properties)
-  exec_properties['module_file'] = STOCK_TAXI_MODULE
-  runs = []
-  # 100 and 1,000 rows a batch: one busy machine's choice and one idle machine's, on about
-  # 400 train rows: four batches against one (smaller batches only make the run longer:
-  # at 25 rows a batch the test took 223 s).
-  for index, chosen_size in enumerate((100, 1000)):
-    monkeypatch.setattr(
-        beam_util._BatchSizeEstimator, '_calculate_next_batch_size',  # pylint: disable=protected-access
-        lambda self, size=chosen_size: max(self._min_batch_size, min(size, self._max_batch_size)))
-    outputs = transform_outputs(tmp_path / f'run-{index}', with_statistics=False)
-    context = ingest_executor.Executor.Context(
-        beam_pipeline_args=['--direct_num_workers=1'], tmp_dir=str(tmp_path / f'tmp-{index}'),
-        unique_id=str(index))
-    ingest_executor.Executor(context).Do(
-        {standard_component_specs.EXAMPLES_KEY: [examples_artifact],
-         standard_component_specs.SCHEMA_KEY: [schema_artifact]}, outputs, exec_properties)
-    runs.append(transformed_records(
-        outputs[standard_component_specs.TRANSFORMED_EXAMPLES_KEY][0].uri))
+  run_paths, _ = executor_runs
+  runs = [transformed_records(str(run_path / 'transformed_examples')) for run_path in run_paths]
   assert runs[0] and sum(len(records) for records in runs[0].values()) > 100
   assert runs[0] == runs[1]
