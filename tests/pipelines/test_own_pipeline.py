@@ -210,7 +210,7 @@ def test_the_pruner_after_the_stock_teacher_never_hands_on_a_model_over_budget(r
   with open(decision_path) as handle:
     decision = json.load(handle)
   if pruning['pruning_paid']:
-    assert pruning['baseline_accuracy'] - pruning['pruned_accuracy'] <= 0.05
+    assert measuring.within_drop(pruning['baseline_accuracy'], pruning['pruned_accuracy'], 0.05)
     assert pruning['pruned_accuracy'] > pruning['majority_accuracy']
     assert 'pruned' in {candidate['name'] for candidate in decision['candidates']}
   else:

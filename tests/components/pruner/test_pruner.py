@@ -13,6 +13,7 @@ from tfx.types import standard_artifacts
 
 from tfx_distillery.components import Pruner
 from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.common import measuring
 from tfx_distillery.components.pruner import executor as pruner_executor
 from tests import helpers
 
@@ -97,7 +98,7 @@ def test_the_search_hands_on_the_smallest_shipped_file_within_the_budget(
     assert versus_majority['wins'] - versus_majority['losses'] == round(
         (trial['eval_accuracy'] - metrics['majority_accuracy']) * metrics['eval_examples'])
     assert trial['within_budget'] == (
-        trial['baseline_accuracy'] - trial['eval_accuracy'] <= 0.05
+        measuring.within_drop(trial['baseline_accuracy'], trial['eval_accuracy'], 0.05)
         and trial['above_majority'])
     assert abs(trial['versus_baseline']['difference']
                - (trial['eval_accuracy'] - trial['baseline_accuracy'])) < 1e-9
@@ -107,7 +108,7 @@ def test_the_search_hands_on_the_smallest_shipped_file_within_the_budget(
   if smallest < metrics['dense_int8_bytes']:
     assert metrics['handed_on'] == 'pruned model'
     assert metrics['shipped_int8_bytes'] == smallest
-    assert metrics['baseline_accuracy'] - metrics['pruned_accuracy'] <= 0.05
+    assert measuring.within_drop(metrics['baseline_accuracy'], metrics['pruned_accuracy'], 0.05)
     assert not pruned.has_custom_property(artifacts.NOT_A_CANDIDATE_PROPERTY)
   else:
     assert metrics['handed_on'] == 'input model, unchanged'
