@@ -1,7 +1,10 @@
-"""make test-e2e hands the longest modules out first, keeps each module's own order, and hands a
-worker its next module only when it starts its last test."""
+"""make test-e2e hands the longest modules out first, keeps each module's own order, hands a
+worker its next module only when it starts its last test, and finds every serial test."""
 
 import dataclasses
+import glob
+import os
+import re
 
 import pytest
 
@@ -81,3 +84,16 @@ def test_every_other_dist_mode_keeps_xdists_own_scheduler():
       return 'loadfile' if name == 'dist' else super().getvalue(name)
 
   assert conftest.pytest_xdist_make_scheduler(LoadFile(), log=None) is None
+
+
+def test_every_serial_test_is_in_the_folder_make_test_e2e_collects_them_from():
+  root = os.path.dirname(conftest.__file__)
+  with open(os.path.join(os.path.dirname(root), 'Makefile')) as handle:
+    [folder] = re.findall(r'^SERIAL_TESTS := (\S+)$', handle.read(), re.MULTILINE)
+  marked = sorted(os.path.relpath(path, os.path.dirname(root))
+                  for path in glob.glob(os.path.join(root, '**', '*.py'), recursive=True)
+                  if 'mark.serial' in open(path).read() and path != __file__)
+  assert marked, 'no serial test found: the search is wrong'
+  outside = [path for path in marked if not path.startswith(folder + os.sep)]
+  # The first phase leaves serial tests out; one outside SERIAL_TESTS would never run.
+  assert not outside, f'serial tests outside SERIAL_TESTS ({folder}) in the Makefile: {outside}'

@@ -1,14 +1,11 @@
-"""The `distillery` command as a user runs it: a run on their CSV with a clean console, the
-report of the last run, and a pushed TFLite folder that serves after the run is deleted."""
+"""The `distillery` command's quick answers: help, a pipeline process's imports, a refused
+unlabelled folder, a report with no run. A whole run as a user starts it (a clean console,
+the report, a pushed folder that serves alone) is in tests/reliability/test_faults.py, on a
+messy CSV folder with unlabelled logs: one whole run serves both."""
 
-import glob
-import json
 import os
-import shutil
 import subprocess
 import sys
-
-import pytest
 
 from tests import helpers
 
@@ -24,25 +21,6 @@ def distillery(*arguments, home, cwd, timeout=900):
   environment['DISTILLERY_HOME'] = str(home)
   return subprocess.run([command, *arguments], cwd=str(cwd), env=environment,
                         capture_output=True, text=True, timeout=timeout, check=False)
-
-
-@pytest.fixture(scope='module')
-def iris_run(tmp_path_factory):
-  tmp_path = tmp_path_factory.mktemp('cli')
-  data = helpers.write_iris_csv(tmp_path / 'iris')
-  # Rows without the label, as serving logs hold them: the Distiller's transfer set.
-  logs = helpers.write_iris_csv(tmp_path / 'logs', label=False)
-  workdir = tmp_path / 'elsewhere'
-  workdir.mkdir()
-  result = distillery('run', '--dataset', 'csv', '--data', data, '--label', 'variety',
-                      '--unlabelled', logs,
-                      '--train-steps', '200', '--student-train-steps', '1000',
-                      # Any candidate clearly above the majority class passes (the gate's
-                      # McNemar test: on 20 test rows a 200-step student at 0.60 against a
-                      # majority of 0.55 is within noise), so the smallest (an int8 TFLite
-                      # folder) is pushed.
-                      '--max-accuracy-drop', '1.0', home=tmp_path / 'home', cwd=workdir)
-  return tmp_path, result
 
 
 def test_help_answers_for_every_subcommand_without_loading_tensorflow(tmp_path):
@@ -86,43 +64,6 @@ def test_a_pipeline_process_loads_tfx_modules_and_not_tfx_v1_kfp_or_its_cloud_cl
   assert result.stdout.split() == ['none'], result.stdout
 
 
-@pytest.mark.e2e  # long: make test-e2e
-def test_a_run_pushes_under_the_home_and_the_console_holds_no_library_noise(iris_run):
-  tmp_path, result = iris_run
-  console = result.stdout + result.stderr
-  assert result.returncode == 0, console
-  root = tmp_path / 'home' / 'runs' / 'csv-iris'
-  # Outputs under DISTILLERY_HOME, not the current directory.
-  assert (root / 'metadata.sqlite').is_file() and not os.listdir(tmp_path / 'elsewhere')
-  assert 'CsvExampleGen: started' in console and 'AtomicPusher: finished' in console
-  assert 'pushed to: ' + str(tmp_path / 'home' / 'serving' / 'csv-iris') in console
-  for noise in NOISE:
-    assert noise not in console, noise
-  # It went to the full log instead.
-  assert 'FutureWarning' in (root / 'pipeline.log').read_text()
-
-
-@pytest.mark.e2e  # long: make test-e2e
-def test_unlabelled_rows_go_through_the_preflight_and_their_own_example_gen_to_the_distiller(
-    iris_run):
-  tmp_path, result = iris_run
-  assert result.returncode == 0, result.stdout + result.stderr
-  assert 'unlabelled: iris.csv: 150 rows' in result.stdout
-  assert 'UnlabelledExampleGen: finished' in result.stdout
-  root = tmp_path / 'home' / 'runs' / 'csv-iris'
-  [metrics] = glob.glob(str(root / 'Distiller' / 'metrics' / '*' / 'metrics.json'))
-  with open(metrics) as handle:
-    metrics = json.load(handle)
-  transfer_set = metrics['transfer_set']
-  assert transfer_set['splits'] == ['unlabelled']
-  assert transfer_set['examples'].startswith(str(root / 'UnlabelledExampleGen'))
-  # No student module file: the Distiller sized its built-in student (#36 item 3); with the
-  # budget at 1.0 the first, smallest share already fits.
-  assert metrics['student']['builder'] == 'tfx_distillery.trainer_modules.builtin_student'
-  assert metrics['size_search']['shares'] == [0.01, 0.03, 0.1, 0.3]
-  assert metrics['size_search']['chosen_share'] == 0.01
-
-
 def test_an_unlabelled_column_the_labelled_rows_lack_is_refused_before_anything_runs(tmp_path):
   data = helpers.write_iris_csv(tmp_path / 'iris')
   logs = tmp_path / 'logs'
@@ -138,53 +79,7 @@ def test_an_unlabelled_column_the_labelled_rows_lack_is_refused_before_anything_
       (tmp_path / 'home' / 'runs').glob('*/metadata.sqlite'))
 
 
-@pytest.mark.e2e  # long: make test-e2e
-def test_report_prints_the_last_runs_gate_table_and_report_path(iris_run):
-  tmp_path, _ = iris_run
-  result = distillery('report', home=tmp_path / 'home', cwd=tmp_path)
-  assert result.returncode == 0, result.stderr
-  root = tmp_path / 'home' / 'runs' / 'csv-iris'
-  assert 'chosen' in result.stdout and 'teacher' in result.stdout
-  assert f'report: {root / "report.html"}' in result.stdout
-  for noise in NOISE:
-    assert noise not in result.stdout + result.stderr, noise
-
-
 def test_report_without_a_run_names_what_is_missing(tmp_path):
   result = distillery('report', home=tmp_path / 'empty', cwd=tmp_path, timeout=60)
   assert result.returncode == 2
   assert 'last_run.json is missing' in result.stderr and 'distillery run' in result.stderr
-
-
-@pytest.mark.e2e  # long: make test-e2e
-def test_the_pushed_tflite_folder_serves_alone_after_the_run_is_deleted(iris_run, tmp_path):
-  run_path, result = iris_run
-  assert result.returncode == 0, result.stdout + result.stderr
-  [pushed] = glob.glob(str(run_path / 'home' / 'serving' / 'csv-iris' / '[0-9]*'))
-  with open(os.path.join(pushed, 'serving.json')) as handle:
-    manifest = json.load(handle)
-  assert manifest['format'] == 'tflite' and manifest['mode'] == 'full_integer'
-  assert manifest['label_vocabulary'] and sorted(manifest['label_vocabulary']) == [
-      'setosa', 'versicolor', 'virginica']
-  assert manifest['input_names'] and manifest['num_classes'] == 3
-  served = tmp_path / 'server' / 'model'
-  shutil.copytree(pushed, served)
-  # Raw rows as a client sends them: no label column.
-  examples = [helpers.serialize({'sepal_length': [5.1], 'sepal_width': [3.5],
-                                 'petal_length': [1.4], 'petal_width': [0.2]}),
-              helpers.serialize({'sepal_length': [6.7], 'sepal_width': [3.0],
-                                 'petal_length': [5.2], 'petal_width': [2.3]})]
-  from tfx_distillery import load_tflite  # pylint: disable=import-outside-toplevel
-  before = load_tflite(pushed).predict_raw(examples)
-  shutil.rmtree(run_path / 'home')
-  after = load_tflite(str(served)).predict_raw(examples)
-  assert (before['classes'] == after['classes']).all()
-  assert (before['logits'] == after['logits']).all()
-  assert set(after['labels']) <= {'setosa', 'versicolor', 'virginica'}
-  # The same rows as raw columns through model_raw.tflite (strings and all, no TensorFlow
-  # path): the label vocabulary in serving.json names the classes.
-  from tfx_distillery import load_raw_flatbuffer  # pylint: disable=import-outside-toplevel
-  rows = [{'sepal_length': 5.1, 'sepal_width': 3.5, 'petal_length': 1.4, 'petal_width': 0.2},
-          {'sepal_length': 6.7, 'sepal_width': 3.0, 'petal_length': 5.2, 'petal_width': 2.3}]
-  raw = load_raw_flatbuffer(str(served)).predict_rows(rows)
-  assert list(raw['labels']) == list(after['labels'])

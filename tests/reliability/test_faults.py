@@ -1,9 +1,16 @@
-"""Faults around a run: a full or read-only serving folder, Ctrl-C, a CSV folder that
-changes between runs. Each leaves the served model intact and the next run whole."""
+"""`distillery run` as a user runs it, on a messy CSV folder with unlabelled logs beside it:
+a clean console, the report, a pushed folder that serves alone; then the faults around it (a
+full or read-only serving folder, Ctrl-C, a CSV folder that changes between runs), each of
+which leaves the served model intact and the next run whole.
 
+One whole run serves every test here: each whole run costs about 2 minutes of the suite.
+"""
+
+import csv
 import errno
 import filecmp
 import glob
+import io
 import json
 import os
 import re
@@ -20,6 +27,7 @@ import tensorflow as tf
 from tfx.dsl.io import fileio
 
 from tests import helpers
+from tests.pipelines.test_cli import NOISE
 from tests.pipelines.test_cli import distillery
 from tests.reliability import messy_csv
 from tests.reliability.test_kill_during_push import model_dir  # pylint: disable=unused-import
@@ -151,30 +159,57 @@ def answer_control_c():
   signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def write_unlabelled_logs(folder, rows=150):
+  """Rows without the label, as serving logs hold them (the Distiller's transfer set): the
+  labelled folder's columns, with unicode and quoted categories; returns `folder`."""
+  case = messy_csv.make_case(7, ['spaces_in_names', 'unicode', 'quoted'], rows=rows)
+  table = list(csv.reader(io.StringIO(case.files['a.csv'].decode('utf-8'))))
+  label = table[0].index(messy_csv.LABEL)
+  os.makedirs(folder)
+  with open(os.path.join(folder, 'logs.csv'), 'w', newline='', encoding='utf-8') as handle:
+    csv.writer(handle).writerows([row[:label] + row[label + 1:] for row in table])
+  return str(folder)
+
+
 @pytest.fixture(scope='module')
 def messy_run(tmp_path_factory):
-  """A pushed run on a folder with every kind of mess that runs, all in one folder.
+  """A pushed run on a folder with every kind of mess that runs, all in one folder, with
+  unlabelled logs beside it; started from an empty folder, with outputs under the home.
 
-  It also stands for the whole-pipeline run test_messy_csv_runs once had: one run serves
-  every test here, and each whole run costs about 90 s of the suite.
+  It stands for the whole-pipeline runs that test_messy_csv_runs and test_cli once had.
   """
   tmp_path = tmp_path_factory.mktemp('faults')
   case = messy_csv.make_case(5, messy_csv.RUN_KINDS, rows=300)
   data = case.write(tmp_path / 'data')
+  logs = write_unlabelled_logs(tmp_path / 'logs')
   arguments = ['run', '--dataset', 'csv', '--data', data, '--label', messy_csv.LABEL,
-               '--train-steps', '200', '--student-train-steps', '400',
+               '--unlabelled', logs, '--train-steps', '200', '--student-train-steps', '400',
+               # Any candidate clearly above the majority class passes (the gate's McNemar
+               # test), so the smallest (an int8 TFLite folder) is pushed.
                '--max-accuracy-drop', '1.0']
-  result = distillery(*arguments, '--serving-dir', str(tmp_path / 'serving'),
-                      home=tmp_path / 'home', cwd=tmp_path)
+  workdir = tmp_path / 'elsewhere'
+  workdir.mkdir()
+  result = distillery(*arguments, home=tmp_path / 'home', cwd=workdir)
   assert result.returncode == 0, result.stdout + result.stderr
   return tmp_path, arguments, result
 
 
-def raw_examples(case_header):
+def pushed_version(run_path):
+  """The version folder the messy run pushed under its home."""
+  return sorted(glob.glob(str(run_path / 'home' / 'serving' / 'csv-data' / '[0-9]*')))[0]
+
+
+def raw_rows(case_header):
   """Two raw rows as a client sends them: the CSV's own column names, no label."""
   names = [name for name in case_header if name != messy_csv.LABEL]
-  return [helpers.serialize({names[0]: [41.5], names[1]: [201.0], names[2]: ['Dream']}),
-          helpers.serialize({names[0]: [36.0], names[1]: [190.0], names[2]: ['Biscoe']})]
+  return [{names[0]: 41.5, names[1]: 201.0, names[2]: messy_csv.UNICODE_CATEGORIES[1]},
+          {names[0]: 36.0, names[1]: 190.0, names[2]: messy_csv.QUOTED_CATEGORIES[0]}]
+
+
+def raw_examples(case_header):
+  """`raw_rows` as serialized tf.Examples."""
+  return [helpers.serialize({name: [value] for name, value in row.items()})
+          for row in raw_rows(case_header)]
 
 
 @pytest.mark.e2e  # long: make test-e2e
@@ -193,11 +228,87 @@ def test_the_messy_folder_runs_and_its_model_serves_raw_rows_by_their_csv_names(
       r"(\d+) NaN, infinite or missing-marker value\(s\) in 'flipper mm' read as empty",
       console))) == 4
   assert sum(map(int, re.findall(r"(\d+) row\(s\) with no 'species' left out", console))) == 2
-  pushed = sorted(glob.glob(str(tmp_path / 'serving' / '[0-9]*')))[0]
-  from tfx_distillery import load_tflite  # pylint: disable=import-outside-toplevel
+
+
+@pytest.mark.e2e  # long: make test-e2e
+def test_a_run_pushes_under_the_home_and_the_console_holds_no_library_noise(messy_run):
+  tmp_path, _, result = messy_run
+  console = result.stdout + result.stderr
+  root = tmp_path / 'home' / 'runs' / 'csv-data'
+  # Outputs under DISTILLERY_HOME, not the current directory.
+  assert (root / 'metadata.sqlite').is_file() and not os.listdir(tmp_path / 'elsewhere')
+  assert 'CsvExampleGen: started' in console and 'AtomicPusher: finished' in console
+  assert 'pushed to: ' + str(tmp_path / 'home' / 'serving' / 'csv-data') in console
+  for noise in NOISE:
+    assert noise not in console, noise
+  # It went to the full log instead.
+  assert 'FutureWarning' in (root / 'pipeline.log').read_text()
+
+
+@pytest.mark.e2e  # long: make test-e2e
+def test_unlabelled_rows_go_through_the_preflight_and_their_own_example_gen_to_the_distiller(
+    messy_run):
+  tmp_path, _, result = messy_run
+  assert 'unlabelled: logs.csv: 150 rows' in result.stdout
+  assert 'UnlabelledExampleGen: finished' in result.stdout
+  root = tmp_path / 'home' / 'runs' / 'csv-data'
+  [metrics] = glob.glob(str(root / 'Distiller' / 'metrics' / '*' / 'metrics.json'))
+  with open(metrics) as handle:
+    metrics = json.load(handle)
+  transfer_set = metrics['transfer_set']
+  assert transfer_set['splits'] == ['unlabelled']
+  assert transfer_set['examples'].startswith(str(root / 'UnlabelledExampleGen'))
+  # No student module file: the Distiller sized its built-in student (#36 item 3); with the
+  # budget at 1.0 the first, smallest share already fits.
+  assert metrics['student']['builder'] == 'tfx_distillery.trainer_modules.builtin_student'
+  assert metrics['size_search']['shares'] == [0.01, 0.03, 0.1, 0.3]
+  assert metrics['size_search']['chosen_share'] == 0.01
+
+
+@pytest.mark.e2e  # long: make test-e2e
+def test_report_prints_the_last_runs_gate_table_and_report_path(messy_run):
+  tmp_path, _, _ = messy_run
+  result = distillery('report', home=tmp_path / 'home', cwd=tmp_path)
+  assert result.returncode == 0, result.stderr
+  root = tmp_path / 'home' / 'runs' / 'csv-data'
+  assert 'chosen' in result.stdout and 'teacher' in result.stdout
+  assert f'report: {root / "report.html"}' in result.stdout
+  for noise in NOISE:
+    assert noise not in result.stdout + result.stderr, noise
+
+
+@pytest.mark.e2e  # long: make test-e2e
+def test_the_pushed_tflite_folder_serves_alone_after_the_run_is_deleted(messy_run, tmp_path):
+  run_path, _, _ = messy_run
+  pushed = pushed_version(run_path)
+  with open(os.path.join(pushed, 'serving.json')) as handle:
+    manifest = json.load(handle)
+  assert manifest['format'] == 'tflite' and manifest['mode'] == 'full_integer'
+  assert manifest['label_vocabulary'] and sorted(manifest['label_vocabulary']) == sorted(
+      messy_csv.CLASSES)
+  assert manifest['input_names'] and manifest['num_classes'] == 3
+  served = tmp_path / 'server' / 'model'
+  shutil.copytree(pushed, served)
   header = messy_csv.make_case(5, ['spaces_in_names']).header
-  predicted = load_tflite(pushed).predict_raw(raw_examples(header))
-  assert set(predicted['labels']) <= set(messy_csv.CLASSES)
+  examples = raw_examples(header)
+  from tfx_distillery import load_tflite  # pylint: disable=import-outside-toplevel
+  before = load_tflite(pushed).predict_raw(examples)
+  # The run's home is gone while the copy serves (moved aside, not removed: the fault tests
+  # below run again on what the run left).
+  home, aside = run_path / 'home', run_path / 'home-aside'
+  os.rename(home, aside)
+  try:
+    after = load_tflite(str(served)).predict_raw(examples)
+    # The same rows as raw columns through model_raw.tflite (strings with unicode and
+    # commas, no TensorFlow path): the label vocabulary in serving.json names the classes.
+    from tfx_distillery import load_raw_flatbuffer  # pylint: disable=import-outside-toplevel
+    raw = load_raw_flatbuffer(str(served)).predict_rows(raw_rows(header))
+  finally:
+    os.rename(aside, home)
+  assert (before['classes'] == after['classes']).all()
+  assert (before['logits'] == after['logits']).all()
+  assert set(after['labels']) <= set(messy_csv.CLASSES)
+  assert list(raw['labels']) == list(after['labels'])
 
 
 # The whole run takes the full disk only: how a run ends on a failed push does not depend on
@@ -208,7 +319,7 @@ def test_a_run_whose_serving_folder_fails_exits_1_and_keeps_the_served_model(
     messy_run, tmp_path):
   run_path, arguments, _ = messy_run
   fault = 'full'
-  pushed = sorted(glob.glob(str(run_path / 'serving' / '[0-9]*')))[0]
+  pushed = pushed_version(run_path)
   serving_dir = tmp_path / 'serving'
   previous = serving_dir / os.path.basename(pushed)
   shutil.copytree(pushed, previous)
@@ -237,12 +348,11 @@ def test_a_run_whose_serving_folder_fails_exits_1_and_keeps_the_served_model(
 def test_control_c_stops_within_seconds_and_the_next_run_reuses_what_finished(messy_run):
   run_path, arguments, _ = messy_run
   home = run_path / 'home'
-  serving = ['--serving-dir', str(run_path / 'serving')]
   # A file added to the folder: ExampleGen reads again, never the cached examples.
   extra = messy_csv.make_case(6, ['spaces_in_names'])
   (run_path / 'data' / 'c.csv').write_bytes(extra.files['a.csv'])
 
-  during_transform = Console([*arguments, *serving], home, run_path)
+  during_transform = Console(arguments, home, run_path)
   during_transform.wait_for('IngestionTransform: started')
   time.sleep(3)  # Inside Beam's analysis.
   code, seconds, _ = during_transform.control_c()
@@ -255,7 +365,7 @@ def test_control_c_stops_within_seconds_and_the_next_run_reuses_what_finished(me
 
   # Two workers: the trainer runs them as processes (one trains in the pipeline's process).
   workers = ['--num-workers', '2']
-  during_training = Console([*arguments, *serving, *workers], home, run_path)
+  during_training = Console([*arguments, *workers], home, run_path)
   during_training.wait_for('DistributedTrainer: started')
   during_training.wait_for_process(cluster.WORKER_MODULE)
   code, seconds, children = during_training.control_c()
@@ -272,14 +382,15 @@ def test_control_c_stops_within_seconds_and_the_next_run_reuses_what_finished(me
 
   # One worker: what it checks is what the two interrupted runs left, and the examples are
   # new, so the trainer runs again however many workers it has.
-  result = distillery(*arguments, *serving, home=home, cwd=run_path)
+  result = distillery(*arguments, home=home, cwd=run_path)
   console = result.stdout + result.stderr
   # It runs to the end: 0 when a candidate passes, 3 when none beats the majority class.
   assert result.returncode in (0, 3), console
   assert 'AccuracyGate: finished' in console and 'Traceback' not in console
   assert 'IngestionTransform: reused from the cache' in console
-  assert ('reused from the cache: CsvExampleGen, StatisticsGen, SchemaGen, '
-          'StrictExampleValidator, IngestionTransform') in console
+  [cached] = re.findall(r'reused from the cache: (.*)', console)
+  assert {'CsvExampleGen', 'UnlabelledExampleGen', 'StatisticsGen', 'SchemaGen',
+          'StrictExampleValidator', 'IngestionTransform'} <= set(cached.split(', ')), cached
   assert 'DistributedTrainer: finished in' in console and 'in use by' not in console
   with open(home / 'runs' / 'csv-data' / 'inputs' / 'inputs.json') as handle:
     assert 'c.csv' in json.load(handle)['files']
