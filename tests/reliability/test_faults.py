@@ -228,6 +228,10 @@ def test_the_messy_folder_runs_and_its_model_serves_raw_rows_by_their_csv_names(
       r"(\d+) NaN, infinite or missing-marker value\(s\) in 'flipper mm' read as empty",
       console))) == 4
   assert sum(map(int, re.findall(r"(\d+) row\(s\) with no 'species' left out", console))) == 2
+  from tfx_distillery import load_tflite  # pylint: disable=import-outside-toplevel
+  header = messy_csv.make_case(5, ['spaces_in_names']).header
+  predicted = load_tflite(pushed_version(tmp_path)).predict_raw(raw_examples(header))
+  assert set(predicted['labels']) <= set(messy_csv.CLASSES)
 
 
 @pytest.mark.e2e  # long: make test-e2e
