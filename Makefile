@@ -31,8 +31,8 @@ test: $(INSTALLED)
 # as long, and the phase 2,423 s at 1f0a28c against 1,775 s for two at once, with 10 fewer tests;
 # the tests whose bound is a worker's own timeout (kills, hangs) run after them, alone. The
 # longest modules go first (tests/conftest.py), not xdist's most-tests-first order.
-# The serial tests are collected from their own folder only: the whole tree takes 30 s to
-# collect, that folder 14 s (tests/test_e2e_order.py keeps every serial test inside it).
+# The serial tests are collected from their own folder only (`--collect-only`: 30 s for the
+# whole tree, 20-24 s for that folder; tests/test_e2e_order.py keeps every serial test in it).
 SERIAL_TESTS := tests/components/distributed_trainer
 test-e2e: $(INSTALLED)
 	@status=0; \

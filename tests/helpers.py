@@ -186,22 +186,17 @@ def train_synthetic_teacher(data, output_dir: str, train_steps: int = 60):
   return model
 
 
-def write_iris_csv(folder, label: bool = True) -> str:
-  """scikit-learn's iris as one CSV whose string label column is `variety`; returns `folder`.
-
-  With `label=False` the rows lack the label column, as unlabelled rows (serving logs) do.
-  """
+def write_iris_csv(folder) -> str:
+  """scikit-learn's iris as one CSV whose string label column is `variety`; returns `folder`."""
   import csv  # pylint: disable=import-outside-toplevel
   from sklearn import datasets as sklearn_datasets  # pylint: disable=import-outside-toplevel
   iris = sklearn_datasets.load_iris()
   os.makedirs(folder)
   with open(os.path.join(folder, 'iris.csv'), 'w', newline='') as handle:
     writer = csv.writer(handle)
-    writer.writerow(['sepal_length', 'sepal_width', 'petal_length', 'petal_width']
-                    + (['variety'] if label else []))
+    writer.writerow(['sepal_length', 'sepal_width', 'petal_length', 'petal_width', 'variety'])
     for measurements, target in zip(iris.data, iris.target):
-      writer.writerow([float(value) for value in measurements]
-                      + ([iris.target_names[target]] if label else []))
+      writer.writerow([float(value) for value in measurements] + [iris.target_names[target]])
   return str(folder)
 
 

@@ -90,9 +90,13 @@ def test_every_serial_test_is_in_the_folder_make_test_e2e_collects_them_from():
   root = os.path.dirname(conftest.__file__)
   with open(os.path.join(os.path.dirname(root), 'Makefile')) as handle:
     [folder] = re.findall(r'^SERIAL_TESTS := (\S+)$', handle.read(), re.MULTILINE)
+  def marks_serial(path):
+    with open(path) as source:
+      return 'mark.serial' in source.read()
+
   marked = sorted(os.path.relpath(path, os.path.dirname(root))
                   for path in glob.glob(os.path.join(root, '**', '*.py'), recursive=True)
-                  if 'mark.serial' in open(path).read() and path != __file__)
+                  if path != __file__ and marks_serial(path))
   assert marked, 'no serial test found: the search is wrong'
   outside = [path for path in marked if not path.startswith(folder + os.sep)]
   # The first phase leaves serial tests out; one outside SERIAL_TESTS would never run.
