@@ -38,10 +38,16 @@ MEASURED_PATHS = ('benchmarks', 'components', 'trainer_modules', 'pipelines', 't
 # Every result, in the order of sections in docs/benchmarks.md. A result is named after its
 # module (`benchmarks/<name>.py`), or `<module>-<configuration>` for a module run under named
 # configurations (`python -m benchmarks.<module> --config <configuration>`).
-ORDER = ('pipeline', 'shipping', 'pruning', 'distillation', 'mnist1d-small', 'mnist1d-large-cnn',
+ORDER = ('pipeline', 'shipping-demo', 'shipping-csv-1x', 'shipping-csv-10x', 'shipping-csv-100x',
+         'shipping-digits', 'shipping-taxi', 'shipping-mnist1d', 'shipping-stock-taxi',
+         'pruning', 'distillation', 'mnist1d-small', 'mnist1d-large-cnn',
          'mnist1d-large-cnn-held-out', 'mnist1d-large-mlp', 'mnist1d-large-mlp-held-out',
          'mnist1d-mlp-mixup-pseudo', 'compression', 'distributed', 'ingestion', 'scale',
          'beam_modes')
+
+
+# Why a result saved under an older name was renamed, unless it says (`renamed_why`).
+FOLDED_INTO_ONE = 'the benchmark\'s modules were folded into one'
 
 
 def module_of(name: str) -> str:
@@ -56,15 +62,12 @@ def command_for(name: str) -> List[str]:
 # Benchmarks with no result at this commit, and why: their old result went stale and its
 # re-run did not fit the session. docs/benchmarks.md says so in the result's place; a test
 # fails once a pending benchmark has a result again, so the entry goes with its re-run.
-PENDING: Dict[str, str] = {}
-# Results measured on part of their runs (`--runs`), and what the rest is waiting for;
-# docs/benchmarks.md says so under the result's heading. A test keeps each name measured.
-PARTIAL: Dict[str, str] = {
-    'shipping': ('**Partial: `make demo`\'s runs only (`--runs demo`).** The other runs '
-                 '(the taxi-like CSV at 1x, 10x and 100x rows, digits, taxi, mnist1d and TFX\'s '
-                 'stock taxi chain, 3 seeds each) are not in this result: at two at a time on '
-                 '2 cores they take hours. `python -m benchmarks.recorded shipping --save '
-                 '--json` measures them all.'),
+PENDING: Dict[str, str] = {
+    **{f'shipping-{run}': (
+        f'Not measured yet: #61\'s shipping runs are one result each since the shipping '
+        f'benchmark was split by run, and this one has not been run since. '
+        f'`python -m benchmarks.recorded shipping-{run} --save --json` measures it.')
+       for run in ('csv-1x', 'csv-10x', 'csv-100x', 'digits', 'taxi', 'mnist1d', 'stock-taxi')},
 }
 
 
@@ -465,12 +468,10 @@ def render(records: List[Dict[str, Any]], repository: str = REPOSITORY) -> str:
         + (f"; depends on {len(record['depends_on'])} files." if 'depends_on' in record
            else '; depends on all the measured code.')
         + (f" Saved as `{record['benchmark']}`; measured as `{record['renamed_from']}` "
-           'before the benchmark\'s modules were folded into one.'
+           f"before {record.get('renamed_why', FOLDED_INTO_ONE)}."
            if record.get('renamed_from') else ''),
         '',
     ]
-    if record['benchmark'] in PARTIAL:
-      lines += [PARTIAL[record['benchmark']], '']
     # Some results keep their run settings as a dict under `summary`; the tables show them.
     if isinstance(result.get('summary'), str) and result['summary']:
       lines += [result['summary'], '']

@@ -10,8 +10,10 @@ Every run is a user's command at its defaults, in a fresh home and a subprocess:
   (as TFX's taxi example trains it) and the run's seed for our components. Its Distiller
   has the built-in student at the component's defaults (the size search).
 
-Each run goes once per seed (`--seed`). Runs go two at a time, so their seconds are not
-compared.
+Each run is a configuration (`--config RUN`) with its own result,
+`docs/results/shipping-<run>.json`, so that each is measured, and goes stale, on its own:
+together they take hours on 2 cores. A run goes once per seed (`--seed`), two seeds at a
+time, so their seconds are not compared.
 - `demo`: `make demo`'s command with no seed, DEMO_RUNS times, first and one at a time
   with nothing else running. The first DEMO_PAIRS runs are each paired with the same
   command at DEMO_BASELINE_COMMIT, the last commit before #61's work, checked out in this
@@ -25,7 +27,7 @@ Quantizer left in float; the size search's choice. The targets are #61's, decide
 mean over seeds where they are figures, and run by run where they are counts.
 
 Usage:
-  python -m benchmarks.shipping --json [--runs csv-1x,digits] [--seeds 1,2,3]
+  python -m benchmarks.shipping --config csv-1x|...|stock-taxi --json [--seeds 1,2,3]
 """
 
 import concurrent.futures
@@ -70,6 +72,11 @@ RUN_TIMEOUT_S = 4 * 3600
 STOCK_TRAIN_STEPS = 1000
 README = os.path.join(results.REPOSITORY, 'README.md')
 README_SECTION = '## Use it in your own pipeline'
+
+
+def result_name(run: str) -> str:
+  """The result a run writes: `shipping-<run>` (`results.ORDER` lists them)."""
+  return f'shipping-{run}'
 
 
 def write_repeated_csv(source_dir: str, output_dir: str, repeats: int) -> str:
@@ -296,12 +303,10 @@ def targets_of(run: str, entries: list) -> list:
 def main() -> None:
   parser = common.argument_parser(__doc__, 'distillery-shipping-benchmark')
   parser.add_argument('--seeds', default=','.join(str(seed) for seed in SEEDS))
-  parser.add_argument('--runs', default=','.join(RUNS))
+  parser.add_argument('--config', required=True, choices=RUNS,
+                      help='the run to measure; its result is shipping-<run>')
   args = parser.parse_args()
-  runs = args.runs.split(',')
-  unknown = sorted(set(runs) - set(RUNS))
-  if unknown:
-    parser.error(f'--runs: unknown {", ".join(unknown)}; expected some of {", ".join(RUNS)}')
+  runs = [args.config]
   seeds = [int(seed) for seed in args.seeds.split(',')]
   shutil.rmtree(args.work_dir, ignore_errors=True)
   os.makedirs(args.work_dir)
@@ -343,7 +348,7 @@ def main() -> None:
                         'pipeline_s_median': statistics.median(pipeline_s) if pipeline_s
                         else None}}
 
-  common.print_result(measure, args, 'shipping')
+  common.print_result(measure, args, result_name(args.config))
 
 
 if __name__ == '__main__':

@@ -33,15 +33,6 @@ def test_every_benchmark_has_a_result_with_its_provenance_or_is_pending_with_a_r
         f"{record['benchmark']} was measured with uncommitted changes to the measured code")
 
 
-def test_a_partial_result_says_so_under_its_heading():
-  measured = {record['benchmark']: record for record in results.load_all()}
-  assert set(results.PARTIAL) <= set(measured), 'a PARTIAL name has no result'
-  text = results.render(list(measured.values()))
-  for name, note in results.PARTIAL.items():
-    heading = text.index(f"## {results.title_of(measured[name])}\n")
-    assert text.index(note, heading) < text.index('\n## ', heading + 1)
-
-
 def test_a_pending_benchmark_keeps_its_place_in_the_document_with_its_reason(monkeypatch):
   monkeypatch.setattr(results, 'PENDING', {'mnist1d-small': 'Not re-run yet: the reason.'})
   records = [record for record in results.load_all() if record['benchmark'] != 'mnist1d-small']
@@ -159,7 +150,7 @@ def test_a_result_file_that_cannot_be_read_is_refused_naming_the_file(tmp_path, 
 def test_a_result_naming_a_benchmark_that_does_not_exist_is_refused_naming_the_file(tmp_path):
   (tmp_path / 'mnist1d_large.json').write_text(json.dumps(_stale_record('mnist1d_large')))
   with pytest.raises(ValueError, match=r"mnist1d_large.json: names benchmark 'mnist1d_large', "
-                     r'which does not exist; expected one of pipeline, shipping, pruning'):
+                     r'which does not exist; expected one of pipeline, shipping-demo, shipping-csv-1x'):
     results.load_all(str(tmp_path))
   (tmp_path / 'mnist1d_large.json').rename(tmp_path / 'pruning.json')
   (tmp_path / 'pruning.json').write_text(json.dumps(_stale_record('pipeline')))
@@ -359,8 +350,9 @@ def test_make_bench_all_runs_every_benchmark_the_document_has_a_place_for_and_st
     lines = [value[0]] + ([value[1]] if value[0].rstrip().endswith('\\') else [])
     return ' '.join(lines).replace('\\', ' ').split()
 
-  bench, rechecks = listed('BENCHMARKS'), listed('RECHECKS')
+  bench, rechecks = listed('BENCHMARKS'), listed('RECHECKS') + listed('SHIPPING_RUNS')
   assert sorted(bench + rechecks) == sorted(results.ORDER) and not set(bench) & set(rechecks)
+  assert '$(BENCHMARKS) $(RECHECKS) $(SHIPPING_RUNS);' in text.split('bench-all:', 1)[1]
   records = {record['benchmark']: record for record in results.load_all()}
   # A pending benchmark has no result, so no time yet (docs/benchmarks.md says why).
   hours = results.bench_hours([records[name] for name in bench if name in records])

@@ -551,6 +551,36 @@ def paired_comparison(correct: np.ndarray, other_correct: np.ndarray) -> Dict[st
           'within_noise': bool(p_value >= SIGNIFICANCE_LEVEL)}
 
 
+def majority_reason(accuracy: float, majority: float, lead: Dict[str, Any]) -> Optional[str]:
+  """Why a model is no better than always guessing the commonest class (None: it is).
+
+  The gate and the Distiller's size search judge this one way: the model must be above
+  the majority class, and beyond noise on the same examples (McNemar at 5%).
+
+  Args:
+    accuracy: The model's accuracy.
+    majority: The majority class's share of the same examples.
+    lead: `paired_comparison` of the model against the constant majority guess.
+  """
+  if accuracy <= majority:
+    return (f'accuracy {accuracy:.4f} is at or below the majority class ({majority:.4f}): it '
+            'learnt less than always guessing the commonest class')
+  if lead['within_noise']:
+    return (f'its lead over the majority class is within noise: {lead["difference"]:+.4f} '
+            f'(95% interval {lead["interval"][0]:+.4f} to {lead["interval"][1]:+.4f}; right '
+            f'on {lead["wins"]} examples the constant guess misses, wrong on {lead["losses"]} '
+            f'it gets, McNemar p = {lead["p_value"]:.3f}): no better than always guessing the '
+            'commonest class')
+  return None
+
+
+def versus_majority_reason(correct: np.ndarray, majority_correct: np.ndarray
+                           ) -> Optional[str]:
+  """`majority_reason` from per-example correctness (the model's and the constant guess's)."""
+  return majority_reason(float(np.mean(correct)), float(np.mean(majority_correct)),
+                         paired_comparison(correct, majority_correct))
+
+
 def majority_accuracy(labels: np.ndarray) -> float:
   """Accuracy of always predicting the most common class."""
   return float(np.mean(majority_correct(labels))) if len(labels) else 0.0

@@ -519,7 +519,8 @@ class Distillation:
     the smallest candidate the chain would make of it: its int8 TFLite folder when that
     passes (at most `max_accuracy_drop` below the (first) teacher, or within noise of a
     float student that is, the gate's parent rule), else its float SavedModel folder when
-    that passes. The share with the fewest shipped bytes is kept. Shares are tried
+    that passes. Either must also lead the majority class beyond noise, as at the gate: a
+    weak teacher's budget can reach down to always guessing the commonest class. The share with the fewest shipped bytes is kept. Shares are tried
     smallest first and the search stops at the first whose int8 model passes: a larger
     share ships more bytes. A share whose student has the same widths as the one before
     is not trained again. When none passes, the most accurate goes on.
@@ -531,6 +532,7 @@ class Distillation:
     teacher_accuracy = self.teacher_accuracy[0]
     bar = teacher_accuracy - settings.max_accuracy_drop
     trials, best, passing, seen = [], None, [], set()
+    majority_correct = measuring.majority_correct(self.eval_set.labels)
     for share in settings.student_parameter_shares:
       self.hyperparameters['student_parameter_share'] = share
       widths = tuple(builtin_student.describe(self.build_student(
@@ -543,13 +545,19 @@ class Distillation:
       correct = measuring.correct_predictions(self.scorer(student), self.eval_set)
       accuracy = float(np.mean(correct))
       figures = self.shipped_figures(student, correct)
-      float_passes = measuring.within_drop(teacher_accuracy, accuracy, settings.max_accuracy_drop)
-      int8_passes, int8_rule = False, None
+      # The gate's rules, on eval: within the budget of the teacher, and ahead of the
+      # majority class beyond noise (a weak teacher's budget can reach down to it).
+      float_against_majority = measuring.versus_majority_reason(correct, majority_correct)
+      float_passes = not float_against_majority and measuring.within_drop(
+          teacher_accuracy, accuracy, settings.max_accuracy_drop)
+      int8_passes, int8_rule, int8_against_majority = False, None, None
       if figures['int8_correct'] is not None:
-        if measuring.within_drop(teacher_accuracy, figures['int8_accuracy'],
-                                 settings.max_accuracy_drop):
+        int8_against_majority = measuring.versus_majority_reason(figures['int8_correct'],
+                                                                 majority_correct)
+        if int8_against_majority is None and measuring.within_drop(
+            teacher_accuracy, figures['int8_accuracy'], settings.max_accuracy_drop):
           int8_passes, int8_rule = True, 'budget'
-        elif float_passes and measuring.paired_comparison(
+        elif int8_against_majority is None and float_passes and measuring.paired_comparison(
             correct, figures['int8_correct'])['within_noise']:
           int8_passes, int8_rule = True, 'within noise of the float student'
       shipped = 'int8' if int8_passes else 'float' if float_passes else None
@@ -562,6 +570,10 @@ class Distillation:
                      **({'int8_refused': figures['int8_refused']}
                         if 'int8_refused' in figures else {}),
                      'shipped': shipped, 'int8_rule': int8_rule,
+                     **({'float_versus_majority': float_against_majority}
+                        if float_against_majority else {}),
+                     **({'int8_versus_majority': int8_against_majority}
+                        if int8_against_majority else {}),
                      'shipped_bytes': (figures['int8_bytes'] if int8_passes else
                                        figures['float_bytes'] if float_passes else None)})
       self.logger.info(
@@ -569,7 +581,8 @@ class Distillation:
           '(the teacher %.4f, the bar %.4f): ships %s', share, list(widths), parameters,
           accuracy, 'refused' if figures['int8_accuracy'] is None else
           f'{figures["int8_accuracy"]:.4f}', teacher_accuracy, bar,
-          f'{shipped} ({trials[-1]["shipped_bytes"]} bytes)' if shipped else 'nothing')
+          f'{shipped} ({trials[-1]["shipped_bytes"]} bytes)' if shipped else
+      f'nothing ({float_against_majority})' if float_against_majority else 'nothing')
       if best is None or accuracy > best[2]:
         best = (share, student, accuracy)
       if shipped:

@@ -37,18 +37,10 @@ def reasons_against(figures: Dict[str, Any], teacher_accuracy: float, majority: 
   """
   reasons = []
   drop = teacher_accuracy - figures['accuracy']
-  if figures['accuracy'] <= majority:
-    reasons.append(f'accuracy {figures["accuracy"]:.4f} is at or below the majority class '
-                   f'({majority:.4f}): it learnt less than always guessing the commonest '
-                   'class')
-  elif figures['versus_majority']['within_noise']:
-    lead = figures['versus_majority']
-    reasons.append(
-        f'its lead over the majority class is within noise: {lead["difference"]:+.4f} '
-        f'(95% interval {lead["interval"][0]:+.4f} to {lead["interval"][1]:+.4f}; right on '
-        f'{lead["wins"]} examples the constant guess misses, wrong on {lead["losses"]} it '
-        f'gets, McNemar p = {lead["p_value"]:.3f}): no better than always guessing the '
-        'commonest class')
+  against_majority = measuring.majority_reason(figures['accuracy'], majority,
+                                              figures['versus_majority'])
+  if against_majority:
+    reasons.append(against_majority)
   if not measuring.within_drop(teacher_accuracy, figures['accuracy'], max_drop):
     reasons.append(f'accuracy {figures["accuracy"]:.4f} is {drop:.4f} below the teacher\'s '
                    f'{teacher_accuracy:.4f}; at most {max_drop:.4f} is allowed')

@@ -476,6 +476,39 @@ def test_the_size_search_goes_on_past_a_float_pass_to_a_larger_share_whose_int8_
   assert metrics['student_parameters'] == larger['parameters']
 
 
+def test_the_size_search_passes_no_share_that_only_guesses_the_majority_class(
+    data, teacher, tmp_path, monkeypatch):
+  # TFX's stock taxi teacher at 1,000 steps is a few points above the majority class, so
+  # its budget reaches down to a student that always guesses it. Here the smallest share's
+  # student answers as the constant guess (its float and int8 models both): within a
+  # budget of 1.0, yet the search goes on to the next share, as the gate would refuse it.
+  training_now = {}
+  original_train = training.Distillation.train_student
+  original_correct = training.measuring.correct_predictions
+
+  def train_student(self, temperature, alpha, name, *args, **kwargs):
+    training_now['name'] = name
+    return original_train(self, temperature, alpha, name, *args, **kwargs)
+
+  def correct_predictions(scorer, evaluation_set):
+    if training_now.get('name') == 'student-share0.005':
+      return training.measuring.majority_correct(evaluation_set.labels)
+    return original_correct(scorer, evaluation_set)
+
+  monkeypatch.setattr(training.Distillation, 'train_student', train_student)
+  monkeypatch.setattr(training.measuring, 'correct_predictions', correct_predictions)
+  _, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
+                             train_baseline=False, train_steps=40,
+                             student_parameter_shares=(0.005, 0.3), max_accuracy_drop=1.0)
+  search = metrics['size_search']
+  guessing, learnt = search['trials']
+  assert guessing['shipped'] is None and guessing['shipped_bytes'] is None
+  assert 'at or below the majority class' in guessing['float_versus_majority']
+  assert 'at or below the majority class' in guessing['int8_versus_majority']
+  assert learnt['shipped'] == 'int8' and 'float_versus_majority' not in learnt
+  assert search['chosen_share'] == 0.3
+
+
 def test_the_size_search_hands_on_the_most_accurate_when_none_is_within_the_budget(
     data, teacher, tmp_path):
   # No student is within 0 of the teacher after 8 steps: every share is tried.
