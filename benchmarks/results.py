@@ -67,7 +67,7 @@ PENDING: Dict[str, str] = {
         f'Not measured yet: #61\'s shipping runs are one result each since the shipping '
         f'benchmark was split by run, and this one has not been run since. '
         f'`python -m benchmarks.recorded shipping-{run} --save --json` measures it.')
-       for run in ('csv-1x', 'csv-10x', 'csv-100x', 'digits', 'taxi', 'mnist1d', 'stock-taxi')},
+       for run in ('csv-1x', 'csv-10x', 'csv-100x', 'digits', 'taxi', 'mnist1d')},
 }
 
 
@@ -263,7 +263,8 @@ def provenance(name: str, argv: List[str]) -> Dict[str, Any]:
   changed = [path for path in changed_or_new if path and is_measured_file(path)]
   return {
       'benchmark': name,
-      'command': ' '.join(['python', '-m', f'benchmarks.{name}', *argv]),
+      # The module the configuration's name starts with; argv holds `--config` itself.
+      'command': ' '.join(['python', '-m', f'benchmarks.{module_of(name)}', *argv]),
       'commit': _git('rev-parse', 'HEAD'),
       'measured_code_committed': not changed,
       'measured_code_digest': measured_code_digest(),

@@ -1,6 +1,7 @@
 """docs/benchmarks.md is generated from docs/results/, and the results match the code."""
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -259,6 +260,16 @@ def test_a_saved_result_depends_on_what_the_benchmark_read_not_on_its_own_code_d
   assert 'benchmarks/phases.py' in record['depends_on']
   assert 'components/distiller/executor.py' not in record['depends_on']
   assert record['measured_code_digest'] == results.measured_code_digest()
+
+
+def test_a_configurations_result_records_the_module_it_ran_with_its_configuration():
+  record = results.provenance('shipping-stock-taxi', ['--config', 'stock-taxi'])
+  assert record['benchmark'] == 'shipping-stock-taxi'
+  assert record['command'] == 'python -m benchmarks.shipping --config stock-taxi'
+  assert ['python', *results.command_for('shipping-stock-taxi')] == record['command'].split()
+  for saved in results.load_all():
+    module = saved['command'].split()[2]
+    assert importlib.util.find_spec(module) or saved.get('renamed_from'), saved['benchmark']
 
 
 def test_a_result_is_stale_when_a_file_it_depends_on_changes(tmp_path):
