@@ -529,7 +529,8 @@ def paired_comparison(correct: np.ndarray, other_correct: np.ndarray) -> Dict[st
     other_correct: The same for the model it is compared with, on the same examples.
 
   Returns:
-    `difference` (accuracy minus the other's), `interval` (95%), `wins` and `losses`
+    `difference` (accuracy minus the other's), `interval` (95%), `standard_error` (of the
+    difference), `wins` and `losses`
     (examples only this one, or only the other, gets right), `p_value` (one-sided:
     this one is no better) and `within_noise` (p_value >= 0.05).
   """
@@ -547,8 +548,27 @@ def paired_comparison(correct: np.ndarray, other_correct: np.ndarray) -> Dict[st
   return {'difference': float(difference),
           'interval': [float(difference - INTERVAL_Z * spread),
                        float(difference + INTERVAL_Z * spread)],
-          'wins': wins, 'losses': losses, 'p_value': float(p_value),
+          'standard_error': float(spread), 'wins': wins, 'losses': losses,
+          'p_value': float(p_value),
           'within_noise': bool(p_value >= SIGNIFICANCE_LEVEL)}
+
+
+def drop_with_margin(baseline_correct: np.ndarray, correct: np.ndarray) -> float:
+  """A model's accuracy drop below a baseline's on the same examples, plus one standard
+  error of that paired difference.
+
+  What a selection keeps looks better on the split it was chosen on than it is: of several
+  candidates, the one that just clears a bar there is the likeliest to miss it on fresh
+  rows. Judging the drop's one-standard-error upper bound (about 84% one-sided) against a
+  budget leaves it room; a model that agrees with the baseline almost everywhere pays
+  almost nothing.
+
+  Args:
+    baseline_correct: Per example, whether the baseline (the teacher) is right.
+    correct: The same for the model, on the same examples.
+  """
+  comparison = paired_comparison(correct, baseline_correct)
+  return -comparison['difference'] + comparison['standard_error']
 
 
 def majority_reason(accuracy: float, majority: float, lead: Dict[str, Any]) -> Optional[str]:
