@@ -227,6 +227,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help='the gate passes a candidate at most this far below the teacher '
                       '(a fraction: 0.01 is one point; default 0.01, and '
                       f'{DEFAULT_MAX_ACCURACY_DROP["mnist1d"]} for mnist1d)')
+  parser.add_argument('--beam-runner', default='direct', choices=('direct',) + BEAM_ENGINES,
+                      help='where the Beam stages run: Beam\'s DirectRunner in this process '
+                      '(default), or Apache Flink or Apache Spark through Beam\'s portable '
+                      'runner: the job server at --beam-endpoint, else a local cluster '
+                      'started for the run and stopped after it (docs/scaling-out.md)')
+  parser.add_argument('--beam-endpoint', metavar='HOST:PORT',
+                      help='with --beam-runner flink|spark: the job server of your cluster')
   add_seed_argument(parser)
   parser.add_argument('--verbose', action='store_true',
                       help='show every TFX, Beam and TensorFlow line on the console too '
@@ -282,6 +289,14 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     if args.pool_rows < 0:
       parser.error(f'--pool-rows must be >= 0; got {args.pool_rows}')
   check_seed(parser, args)
+  beam_runner = getattr(args, 'beam_runner', 'direct')
+  if getattr(args, 'beam_endpoint', None):
+    if beam_runner == 'direct':
+      parser.error('--beam-endpoint is the job server of a Flink or Spark cluster: give '
+                   '--beam-runner flink or spark with it')
+    host, _, port = args.beam_endpoint.rpartition(':')
+    if not host or not port.isdigit():
+      parser.error(f'--beam-endpoint must be HOST:PORT; got {args.beam_endpoint!r}')
   if args.max_accuracy_drop is None:
     args.max_accuracy_drop = DEFAULT_MAX_ACCURACY_DROP.get(args.dataset, 0.01)
   if not 0.0 <= args.max_accuracy_drop <= 1.0:
@@ -472,6 +487,36 @@ def stage_csv(preflight: csv_preflight.Preflight, pipeline_root: str,
   return csv_preflight.stage(preflight, staging_root)
 
 
+# The engines `--beam-runner` names besides Beam's DirectRunner (beam_cluster.ENGINES,
+# spelled here so that `--help` does not import Beam).
+BEAM_ENGINES = ('flink', 'spark')
+DIRECT_RUNNER_ARGS = ('--direct_running_mode=in_memory', '--direct_num_workers=1')
+
+
+@contextlib.contextmanager
+def beam_engine(args: argparse.Namespace) -> Iterator[List[str]]:
+  """The Beam arguments of the run's engine, with a local cluster running while it is used.
+
+  DirectRunner in memory on one worker by default. With `--beam-runner flink|spark`, the
+  job server at `--beam-endpoint` once it answers (a bounded wait), else a local cluster
+  (beam_cluster.start) that stops when the block ends: on success, failure or Ctrl-C.
+  """
+  engine = getattr(args, 'beam_runner', 'direct')
+  if engine == 'direct':
+    yield list(DIRECT_RUNNER_ARGS)
+    return
+  from tfx_distillery.pipelines import beam_cluster  # pylint: disable=g-import-not-at-top
+  logger = progress.get_logger()
+  if getattr(args, 'beam_endpoint', None):
+    endpoint = beam_cluster.check_endpoint(args.beam_endpoint)
+    logger.info('beam: %s job server at %s', engine, endpoint)
+    yield beam_cluster.portable_runner_args(engine, endpoint)
+    return
+  with beam_cluster.start(engine, log=logger.info) as cluster:
+    yield cluster.beam_pipeline_args()
+  logger.info('beam: the local %s cluster is stopped', engine)
+
+
 def execute(args: argparse.Namespace) -> RunResult:
   """Builds and runs the pipeline; writes the report into the pipeline root."""
   preflight = unlabelled = None
@@ -523,31 +568,32 @@ def execute(args: argparse.Namespace) -> RunResult:
     if unlabelled_root:
       logger.info('unlabelled: %s (the Distiller\'s transfer set)', unlabelled_root)
     start = time.monotonic()
-    local_dag_runner.LocalDagRunner().run(pipeline.create_pipeline(
-        pipeline_name=pipeline_name,
-        pipeline_root=pipeline_root,
-        data_root=dataset.data_root,
-        transform_module_file=dataset.transform_module_file,
-        teacher_module_file=dataset.teacher_module_file,
-        student_module_file=dataset.student_module_file,
-        student_parameter_shares=(getattr(args, 'student_shares', None)
-                                  or dataset.student_parameter_shares),
-        label_column=dataset.label_column,
-        label_key=dataset.label_key,
-        serving_model_dir=serving_dir,
-        max_accuracy_drop=getattr(args, 'max_accuracy_drop', 0.01),
-        train_steps=args.train_steps or DEFAULT_TRAIN_STEPS[args.dataset],
-        student_train_steps=args.student_train_steps or DEFAULT_STUDENT_TRAINING.get(
-            args.dataset, (DEFAULT_TRAIN_STEPS[args.dataset],))[0],
-        student_config=DEFAULT_STUDENT_TRAINING.get(args.dataset, (None, None))[1],
-        metadata_connection_config=metadata.sqlite_metadata_connection_config(metadata_path),
-        beam_pipeline_args=['--direct_running_mode=in_memory', '--direct_num_workers=1'],
-        enable_cache=not args.no_cache,
-        num_workers=args.num_workers,
-        schema_path=dataset.schema_file,
-        unlabelled_data_root=unlabelled_root,
-        input_splits=dataset.input_splits,
-        random_seed=getattr(args, 'seed', None)))
+    with beam_engine(args) as beam_pipeline_args:
+      local_dag_runner.LocalDagRunner().run(pipeline.create_pipeline(
+          pipeline_name=pipeline_name,
+          pipeline_root=pipeline_root,
+          data_root=dataset.data_root,
+          transform_module_file=dataset.transform_module_file,
+          teacher_module_file=dataset.teacher_module_file,
+          student_module_file=dataset.student_module_file,
+          student_parameter_shares=(getattr(args, 'student_shares', None)
+                                    or dataset.student_parameter_shares),
+          label_column=dataset.label_column,
+          label_key=dataset.label_key,
+          serving_model_dir=serving_dir,
+          max_accuracy_drop=getattr(args, 'max_accuracy_drop', 0.01),
+          train_steps=args.train_steps or DEFAULT_TRAIN_STEPS[args.dataset],
+          student_train_steps=args.student_train_steps or DEFAULT_STUDENT_TRAINING.get(
+              args.dataset, (DEFAULT_TRAIN_STEPS[args.dataset],))[0],
+          student_config=DEFAULT_STUDENT_TRAINING.get(args.dataset, (None, None))[1],
+          metadata_connection_config=metadata.sqlite_metadata_connection_config(metadata_path),
+          beam_pipeline_args=beam_pipeline_args,
+          enable_cache=not args.no_cache,
+          num_workers=args.num_workers,
+          schema_path=dataset.schema_file,
+          unlabelled_data_root=unlabelled_root,
+          input_splits=dataset.input_splits,
+          random_seed=getattr(args, 'seed', None)))
     wall_seconds = time.monotonic() - start
     logger.info('pipeline %s: finished in %.1f s', pipeline_name, wall_seconds)
     if component_progress.cached:

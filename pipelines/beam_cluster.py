@@ -1,0 +1,626 @@
+"""A local Apache Flink or Apache Spark cluster, in separate processes, for the Beam stages.
+
+`start flink` runs a Flink JobManager and two TaskManagers of one slot each; `start spark`
+runs a Spark master and one worker of two cores. Each comes with Beam's job server for that
+engine, pointed at the cluster (never at an embedded one), so that a pipeline submitted
+with `--runner=PortableRunner --job_endpoint=HOST:PORT` runs on the engine itself.
+
+What runs is fetched once into a cache (`DISTILLERY_ENGINE_CACHE`, else
+`~/.cache/tfx-distillery/engines`), through the registries alone:
+- Beam's job server and its dependencies, at the Beam SDK's own version, with Maven
+  (`mvn dependency:copy-dependencies` on a generated POM);
+- the engine's own distribution from PyPI: Flink's from `apache-flink-libraries`, Spark's
+  from `pyspark` (only their jars are used; nothing is installed into the environment).
+
+Every process listens on loopback, on ports chosen free just before it starts; each is
+checked with a bounded wait and dies with the process that started it (Linux's
+PR_SET_PDEATHSIG). `stop` ends a cluster that `start` left running.
+
+Usage:
+  python -m tfx_distillery.pipelines.beam_cluster start flink|spark [--state-dir DIR]
+  python -m tfx_distillery.pipelines.beam_cluster stop [--state-dir DIR]
+"""
+
+import argparse
+import contextlib
+import ctypes
+import dataclasses
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from typing import Dict, Iterator, List, Optional
+
+from apache_beam import version as beam_version
+
+ENGINES = ('flink', 'spark')
+# The engine versions Beam's runners for this SDK are built against: Beam 2.62's Flink
+# runner is beam-runners-flink-1.19 (Flink 1.19.0); its Spark runner, beam-runners-spark-3,
+# runs on Spark 3 (3.5.3 here, the newest 3.5 that runs on Java 17 and Scala 2.12).
+FLINK_VERSION = '1.19.0'
+SPARK_VERSION = '3.5.3'
+JOB_SERVER_ARTIFACTS = {
+    'flink': f'beam-runners-flink-{FLINK_VERSION.rsplit(".", 1)[0]}',
+    'spark': 'beam-runners-spark-3',
+}
+JOB_SERVER_MAIN = {
+    'flink': 'org.apache.beam.runners.flink.FlinkJobServerDriver',
+    'spark': 'org.apache.beam.runners.spark.SparkJobServerDriver',
+}
+# Flink 1.19 and Spark 3.5 run on Java 11 and 17.
+MINIMUM_JAVA = 11
+# The modules Flink and Spark reach into by reflection; Java 17 closes them by default.
+JAVA_OPENS = tuple(f'--add-opens=java.base/{package}=ALL-UNNAMED' for package in (
+    'java.lang', 'java.lang.invoke', 'java.lang.reflect', 'java.io', 'java.net', 'java.nio',
+    'java.text', 'java.time', 'java.util', 'java.util.concurrent',
+    'java.util.concurrent.atomic', 'java.util.concurrent.locks', 'sun.nio.ch', 'sun.nio.cs',
+    'sun.security.action', 'sun.util.calendar'))
+LOOPBACK = '127.0.0.1'
+CACHE_VARIABLE = 'DISTILLERY_ENGINE_CACHE'
+# Bounds: a fetch (hundreds of MB), a process to answer, a job server to accept jobs.
+FETCH_TIMEOUT_S = 1800
+START_TIMEOUT_S = 120
+STOP_TIMEOUT_S = 30
+SLOTS = 2
+STATE_FILE = 'cluster.json'
+_PR_SET_PDEATHSIG = 1
+
+
+class ClusterError(RuntimeError):
+  """A cluster that could not be fetched, started or reached; the message says which part."""
+
+
+def beam_sdk_version() -> str:
+  return beam_version.__version__
+
+
+def cache_dir() -> str:
+  return os.environ.get(CACHE_VARIABLE) or os.path.join(
+      os.path.expanduser('~'), '.cache', 'tfx-distillery', 'engines')
+
+
+def check_engine(engine: str) -> str:
+  if engine not in ENGINES:
+    raise ValueError(f'--beam-runner must be one of {", ".join(ENGINES)} (or direct); got '
+                     f'{engine!r}.')
+  return engine
+
+
+def java_major_version(java: str = 'java') -> int:
+  """The major version of `java` (17 for "17.0.9"), or a ClusterError naming what is needed."""
+  try:
+    completed = subprocess.run([java, '-version'], capture_output=True, text=True,
+                               timeout=60, check=False)
+  except (OSError, subprocess.TimeoutExpired) as error:
+    raise ClusterError(f'Java {MINIMUM_JAVA} or newer is needed to run Flink and Spark, and '
+                       f'{java!r} could not be run ({error}). Install a JDK or put its java '
+                       'on PATH.') from error
+  found = re.search(r'version "(\d+)(?:\.(\d+))?', completed.stderr + completed.stdout)
+  if not found:
+    raise ClusterError(f'Java {MINIMUM_JAVA} or newer is needed; {java} -version said: '
+                       f'{(completed.stderr or completed.stdout).strip()[:200]!r}.')
+  major = int(found.group(1))
+  # Java 8 and older call themselves 1.8.
+  return int(found.group(2)) if major == 1 else major
+
+
+def check_java(java: str = 'java') -> int:
+  major = java_major_version(java)
+  if major < MINIMUM_JAVA:
+    raise ClusterError(f'Java {MINIMUM_JAVA} or newer is needed to run Flink {FLINK_VERSION} '
+                       f'and Spark {SPARK_VERSION}; {java} is Java {major}.')
+  return major
+
+
+# --- Fetching -------------------------------------------------------------------------------
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>tfx-distillery</groupId>
+  <artifactId>{artifact}-classpath</artifactId>
+  <version>{version}</version>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.beam</groupId>
+      <artifactId>{artifact}</artifactId>
+      <version>{version}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+
+@contextlib.contextmanager
+def _filled_in_place(final_dir: str) -> Iterator[str]:
+  """A temporary folder beside `final_dir` that becomes it only when the block succeeds."""
+  os.makedirs(os.path.dirname(final_dir), exist_ok=True)
+  partial = tempfile.mkdtemp(prefix=os.path.basename(final_dir) + '.partial-',
+                             dir=os.path.dirname(final_dir))
+  try:
+    yield partial
+    os.replace(partial, final_dir)
+  finally:
+    shutil.rmtree(partial, ignore_errors=True)
+
+
+def job_server_dir(engine: str) -> str:
+  return os.path.join(cache_dir(), f'{JOB_SERVER_ARTIFACTS[engine]}-job-server-'
+                      f'{beam_sdk_version()}')
+
+
+def fetch_job_server(engine: str, log=print) -> str:
+  """Beam's job server for `engine` at the SDK's version, with its dependencies (cached)."""
+  final_dir = job_server_dir(engine)
+  if os.path.isdir(final_dir):
+    return final_dir
+  maven = shutil.which('mvn')
+  if not maven:
+    raise ClusterError(f'Maven (mvn) is needed to fetch Beam\'s {engine} job server '
+                       f'(org.apache.beam:{JOB_SERVER_ARTIFACTS[engine]}:{beam_sdk_version()}); '
+                       'install it or put it on PATH.')
+  artifact = JOB_SERVER_ARTIFACTS[engine]
+  log(f'beam_cluster: fetching org.apache.beam:{artifact}:{beam_sdk_version()} and its '
+      'dependencies with Maven (once)')
+  with _filled_in_place(final_dir) as partial:
+    with open(os.path.join(partial, 'pom.xml'), 'w') as handle:
+      handle.write(_POM.format(artifact=artifact, version=beam_sdk_version()))
+    try:
+      completed = subprocess.run(
+          [maven, '-B', '-q', '-f', os.path.join(partial, 'pom.xml'),
+           'dependency:copy-dependencies', '-DincludeScope=runtime',
+           f'-DoutputDirectory={os.path.join(partial, "lib")}'],
+          capture_output=True, text=True, timeout=FETCH_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as error:
+      raise ClusterError(f'Maven did not fetch {artifact}:{beam_sdk_version()} within '
+                         f'{FETCH_TIMEOUT_S} s.') from error
+    if completed.returncode != 0:
+      missing = re.findall(r'(?:Could not find artifact|Could not resolve dependencies)[^\n]*',
+                           completed.stdout + completed.stderr)
+      raise ClusterError(
+          f'Maven could not fetch Beam\'s {engine} job server '
+          f'org.apache.beam:{artifact}:{beam_sdk_version()} (the Beam SDK\'s version): '
+          f'{missing[0] if missing else completed.stdout[-500:]}')
+    check_job_server_version(os.path.join(partial, 'lib'), engine)
+  return final_dir
+
+
+def job_server_version(lib_dir: str, engine: str) -> Optional[str]:
+  """The Beam version of the job server jar in `lib_dir` (from its file name)."""
+  prefix = JOB_SERVER_ARTIFACTS[engine] + '-'
+  for name in sorted(os.listdir(lib_dir)) if os.path.isdir(lib_dir) else []:
+    if name.startswith(prefix) and name.endswith('.jar'):
+      return name[len(prefix):-len('.jar')]
+  return None
+
+
+def check_job_server_version(lib_dir: str, engine: str) -> None:
+  found = job_server_version(lib_dir, engine)
+  if found is None:
+    raise ClusterError(f'{lib_dir} holds no {JOB_SERVER_ARTIFACTS[engine]} jar.')
+  if found != beam_sdk_version():
+    raise ClusterError(f'Beam\'s {engine} job server is version {found} but the Beam SDK is '
+                       f'{beam_sdk_version()}: they must be the same version.')
+
+
+def _pip_download(package: str, version: str, into: str) -> str:
+  completed = subprocess.run(
+      [sys.executable, '-m', 'pip', 'download', '--quiet', '--no-deps', '--no-binary', ':all:',
+       f'{package}=={version}', '-d', into],
+      capture_output=True, text=True, timeout=FETCH_TIMEOUT_S, check=False)
+  archives = [name for name in os.listdir(into) if name.endswith('.tar.gz')]
+  if completed.returncode != 0 or not archives:
+    raise ClusterError(f'pip could not fetch {package}=={version} (the engine\'s '
+                       f'distribution): {completed.stderr.strip()[-500:]}')
+  return os.path.join(into, archives[0])
+
+
+def _extract(archive: str, member_prefix: str, into: str) -> None:
+  """Extracts the members under `member_prefix` (e.g. `deps/lib/`) into `into`, flattened
+  to the path after the prefix's top folder."""
+  with tarfile.open(archive) as tar:
+    for member in tar.getmembers():
+      relative = member.name.split('/', 1)[1] if '/' in member.name else ''
+      if not relative.startswith(member_prefix) or not member.isfile():
+        continue
+      target = os.path.join(into, relative[len('deps/'):])
+      os.makedirs(os.path.dirname(target), exist_ok=True)
+      with tar.extractfile(member) as source, open(target, 'wb') as output:
+        shutil.copyfileobj(source, output)
+
+
+def engine_dir(engine: str) -> str:
+  version = FLINK_VERSION if engine == 'flink' else SPARK_VERSION
+  return os.path.join(cache_dir(), f'{engine}-{version}')
+
+
+def fetch_engine(engine: str, log=print) -> str:
+  """The engine's jars (Flink's lib/ and bin/, Spark's jars/), from PyPI (cached)."""
+  final_dir = engine_dir(engine)
+  if os.path.isdir(final_dir):
+    return final_dir
+  package, version = (('apache-flink-libraries', FLINK_VERSION) if engine == 'flink'
+                      else ('pyspark', SPARK_VERSION))
+  log(f'beam_cluster: fetching {engine} {version} from PyPI ({package}, once)')
+  with _filled_in_place(final_dir) as partial, tempfile.TemporaryDirectory(
+      dir=os.path.dirname(final_dir)) as download:
+    archive = _pip_download(package, version, download)
+    for prefix in (('deps/lib/', 'deps/bin/') if engine == 'flink' else ('deps/jars/',)):
+      _extract(archive, prefix, partial)
+    if engine == 'spark':
+      # Spark's launcher takes a folder with RELEASE for a distribution (jars/ beside it).
+      with open(os.path.join(partial, 'RELEASE'), 'w') as handle:
+        handle.write(f'Spark {SPARK_VERSION} (jars from pyspark {SPARK_VERSION})\n')
+  return final_dir
+
+
+# --- Processes ------------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+  """Run in the child before exec: the kernel kills it when the starting thread ends."""
+  os.setsid()  # Its own group: Ctrl-C at a terminal reaches the run, which stops it.
+  if sys.platform.startswith('linux'):
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def free_ports(count: int) -> List[int]:
+  """`count` distinct free ports on loopback, held together until all are chosen."""
+  sockets = []
+  try:
+    for _ in range(count):
+      handle = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+      sockets.append(handle)
+      handle.bind((LOOPBACK, 0))
+    return [handle.getsockname()[1] for handle in sockets]
+  finally:
+    for handle in sockets:
+      handle.close()
+
+
+def answers(port: int, host: str = LOOPBACK, timeout: float = 2.0) -> bool:
+  try:
+    with socket.create_connection((host, port), timeout=timeout):
+      return True
+  except OSError:
+    return False
+
+
+@dataclasses.dataclass
+class Process:
+  """One process of a cluster: its role, command, log file and the Popen."""
+  role: str
+  command: List[str]
+  log_path: str
+  popen: Optional[subprocess.Popen] = None
+
+  def start(self, environment: Dict[str, str]) -> None:
+    with open(self.log_path, 'ab') as log:
+      self.popen = subprocess.Popen(  # pylint: disable=subprocess-popen-preexec-fn
+          self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+          env=environment, preexec_fn=_die_with_parent)
+
+  def alive(self) -> bool:
+    return self.popen is not None and self.popen.poll() is None
+
+  def tail(self, lines: int = 15) -> str:
+    try:
+      with open(self.log_path, errors='replace') as handle:
+        return ''.join(handle.readlines()[-lines:])
+    except OSError:
+      return ''
+
+
+class Cluster:
+  """A started engine: its processes, its job server's endpoint, and how to stop it."""
+
+  def __init__(self, engine: str, work_dir: str, processes: List[Process], endpoint: str,
+               ui: str):
+    self.engine = engine
+    self.work_dir = work_dir
+    self.processes = processes
+    self.endpoint = endpoint
+    self.ui = ui
+
+  def state(self) -> dict:
+    return {'engine': self.engine, 'endpoint': self.endpoint, 'ui': self.ui,
+            'work_dir': self.work_dir,
+            'processes': [{'role': process.role, 'pid': process.popen.pid,
+                           'log': process.log_path} for process in self.processes]}
+
+  def beam_pipeline_args(self) -> List[str]:
+    return portable_runner_args(self.engine, self.endpoint)
+
+  def stop(self) -> None:
+    """Ends every process: SIGTERM, then SIGKILL after STOP_TIMEOUT_S."""
+    for process in reversed(self.processes):
+      if process.alive():
+        _signal_group(process.popen.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for process in self.processes:
+      if process.popen is None:
+        continue
+      try:
+        process.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+      except subprocess.TimeoutExpired:
+        _signal_group(process.popen.pid, signal.SIGKILL)
+        process.popen.wait(timeout=STOP_TIMEOUT_S)
+
+  def __enter__(self) -> 'Cluster':
+    return self
+
+  def __exit__(self, *unused) -> None:
+    self.stop()
+
+
+def _signal_group(pid: int, signum: int) -> None:
+  with contextlib.suppress(ProcessLookupError, PermissionError):
+    os.killpg(pid, signum)
+
+
+def portable_runner_args(engine: str, endpoint: str) -> List[str]:
+  """Beam's arguments for a pipeline on the job server at `endpoint`.
+
+  LOOPBACK: the Beam stage's own Python process runs the SDK harness, so a local cluster
+  needs no Docker and no separate Python workers, and the harness has the installed
+  package (TFX, our modules) at hand. A cluster on other machines needs PROCESS or DOCKER
+  with the package installed there (docs/scaling-out.md).
+  """
+  return ['--runner=PortableRunner', f'--job_endpoint={endpoint}',
+          '--environment_type=LOOPBACK', f'--parallelism={SLOTS}']
+
+
+def _java_command(classpath: List[str], main: str, arguments: List[str],
+                  jvm_options: List[str] = ()) -> List[str]:
+  return ['java', *jvm_options, *JAVA_OPENS, '-cp', os.pathsep.join(classpath), main,
+          *arguments]
+
+
+def _wait_until(what: str, ready, processes: List[Process], timeout_s: float) -> None:
+  """Waits for `ready()`, failing at once when a process exits, else after `timeout_s`."""
+  deadline = time.monotonic() + timeout_s
+  while time.monotonic() < deadline:
+    for process in processes:
+      if not process.alive():
+        raise ClusterError(f'{process.role} exited with status {process.popen.returncode} '
+                           f'before {what}; its log ({process.log_path}) ends:\n'
+                           f'{process.tail()}')
+    if ready():
+      return
+    time.sleep(0.5)
+  raise ClusterError(f'{what}: not within {timeout_s:g} s. Logs in '
+                     f'{os.path.dirname(processes[0].log_path)}.')
+
+
+def _rest_json(url: str) -> Optional[dict]:
+  try:
+    with urllib.request.urlopen(url, timeout=2) as response:  # nosec: loopback only
+      return json.loads(response.read().decode())
+  except (OSError, ValueError, urllib.error.URLError):
+    return None
+
+
+def _flink_processes(engine_home: str, job_server: str, work_dir: str,
+                     log) -> (List[Process], str, str, callable):
+  rpc_port, rest_port, job_port, artifact_port, expansion_port = free_ports(5)
+  conf_dir = os.path.join(work_dir, 'conf')
+  os.makedirs(conf_dir, exist_ok=True)
+  with open(os.path.join(conf_dir, 'flink-conf.yaml'), 'w') as handle:
+    handle.write('\n'.join([
+        f'jobmanager.rpc.address: {LOOPBACK}', f'jobmanager.bind-host: {LOOPBACK}',
+        f'jobmanager.rpc.port: {rpc_port}', f'rest.address: {LOOPBACK}',
+        f'rest.bind-address: {LOOPBACK}', f'rest.port: {rest_port}',
+        f'taskmanager.bind-host: {LOOPBACK}', f'taskmanager.host: {LOOPBACK}',
+        'taskmanager.numberOfTaskSlots: 1', 'jobmanager.memory.process.size: 1024m',
+        'taskmanager.memory.process.size: 2048m', f'parallelism.default: {SLOTS}',
+        # A batch exchange's sort-shuffle takes 512 network buffers by default, and TFX's
+        # Transform runs dozens of exchanges at once: 8,192 buffers ran short. 64 each is
+        # Flink's own floor for small jobs.
+        'taskmanager.memory.network.min: 256mb', 'taskmanager.memory.network.max: 256mb',
+        'taskmanager.network.sort-shuffle.min-buffers: 64',
+        # On a busy 2-core machine a TaskManager answered after Flink's 10 s ask timeout and
+        # the job failed; a lost process is still found by its heartbeat, within a minute.
+        'pekko.ask.timeout: 120 s', 'heartbeat.interval: 10000', 'heartbeat.timeout: 60000',
+        f'io.tmp.dirs: {os.path.join(work_dir, "tmp")}', '']))
+  os.makedirs(os.path.join(work_dir, 'tmp'), exist_ok=True)
+  flink_classpath = [os.path.join(engine_home, 'lib', '*')]
+  # What Flink's taskmanager.sh asks of BashJavaUtils: the TaskManager's memory and CPU
+  # settings, computed from the configuration.
+  completed = subprocess.run(
+      ['java', '-cp', os.pathsep.join([os.path.join(engine_home, 'bin', 'bash-java-utils.jar'),
+                                       *flink_classpath]),
+       'org.apache.flink.runtime.util.bash.BashJavaUtils', 'GET_TM_RESOURCE_PARAMS',
+       '--configDir', conf_dir], capture_output=True, text=True, timeout=START_TIMEOUT_S,
+      check=False)
+  results = [line.split(':', 1)[1] for line in completed.stdout.splitlines()
+             if line.startswith('BASH_JAVA_UTILS_EXEC_RESULT:')]
+  if completed.returncode != 0 or len(results) < 2:
+    raise ClusterError(f'Flink could not size its TaskManager from {conf_dir}: '
+                       f'{completed.stdout[-300:]}{completed.stderr[-300:]}')
+  jvm_options, dynamic = results[0].split(), results[1].split()
+  logs = os.path.join(work_dir, 'logs')
+  processes = [Process('flink jobmanager', _java_command(
+      flink_classpath, 'org.apache.flink.runtime.entrypoint.StandaloneSessionClusterEntrypoint',
+      ['--configDir', conf_dir]), os.path.join(logs, 'jobmanager.log'))]
+  processes += [Process(f'flink taskmanager {index}', _java_command(
+      flink_classpath, 'org.apache.flink.runtime.taskexecutor.TaskManagerRunner',
+      ['--configDir', conf_dir, *dynamic], jvm_options),
+      os.path.join(logs, f'taskmanager-{index}.log')) for index in range(SLOTS)]
+  processes.append(Process('flink job server', _java_command(
+      [os.path.join(job_server, 'lib', '*')], JOB_SERVER_MAIN['flink'],
+      [f'--flink-master={LOOPBACK}:{rest_port}', f'--job-host={LOOPBACK}',
+       f'--job-port={job_port}', f'--artifact-port={artifact_port}',
+       f'--expansion-port={expansion_port}']), os.path.join(logs, 'job-server.log')))
+
+  def cluster_ready() -> bool:
+    overview = _rest_json(f'http://{LOOPBACK}:{rest_port}/overview') or {}
+    return overview.get('slots-total', 0) >= SLOTS
+  return processes, f'{LOOPBACK}:{job_port}', f'http://{LOOPBACK}:{rest_port}', cluster_ready
+
+
+def _spark_processes(engine_home: str, job_server: str, work_dir: str,
+                     log) -> (List[Process], str, str, callable):
+  master_port, master_ui, worker_ui, job_port, artifact_port, expansion_port = free_ports(6)
+  spark_classpath = [os.path.join(engine_home, 'jars', '*')]
+  logs = os.path.join(work_dir, 'logs')
+  master = f'spark://{LOOPBACK}:{master_port}'
+  processes = [
+      Process('spark master', _java_command(
+          spark_classpath, 'org.apache.spark.deploy.master.Master',
+          ['--host', LOOPBACK, '--port', str(master_port), '--webui-port', str(master_ui)]),
+              os.path.join(logs, 'master.log')),
+      Process('spark worker', _java_command(
+          spark_classpath, 'org.apache.spark.deploy.worker.Worker',
+          [master, '--host', LOOPBACK, '--cores', str(SLOTS), '--memory', '2g',
+           '--webui-port', str(worker_ui), '--work-dir', os.path.join(work_dir, 'work')]),
+              os.path.join(logs, 'worker.log')),
+      Process('spark job server', _java_command(
+          [os.path.join(job_server, 'lib', '*'), *spark_classpath], JOB_SERVER_MAIN['spark'],
+          [f'--spark-master-url={master}', f'--job-host={LOOPBACK}', f'--job-port={job_port}',
+           f'--artifact-port={artifact_port}', f'--expansion-port={expansion_port}']),
+              os.path.join(logs, 'job-server.log')),
+  ]
+
+  def cluster_ready() -> bool:
+    state = _rest_json(f'http://{LOOPBACK}:{master_ui}/json/') or {}
+    return state.get('aliveworkers', 0) >= 1 and state.get('cores', 0) >= SLOTS
+  return processes, f'{LOOPBACK}:{job_port}', f'http://{LOOPBACK}:{master_ui}', cluster_ready
+
+
+def start(engine: str, work_dir: Optional[str] = None, log=print) -> Cluster:
+  """Fetches (once) and starts a local cluster of `engine` with Beam's job server for it.
+
+  Args:
+    engine: 'flink' or 'spark'.
+    work_dir: Where its configuration, logs and scratch go (a new temporary folder if None).
+    log: Where progress lines go.
+
+  Returns:
+    The running Cluster; its `endpoint` takes Beam jobs. Stop it with `stop()` (or use it
+    as a context manager).
+
+  Raises:
+    ValueError: an engine we do not support.
+    ClusterError: no suitable Java, a fetch that failed, or a process that did not come up
+      within its bound (naming it, with the end of its log).
+  """
+  check_engine(engine)
+  check_java()
+  job_server = fetch_job_server(engine, log)
+  check_job_server_version(os.path.join(job_server, 'lib'), engine)
+  engine_home = fetch_engine(engine, log)
+  work_dir = work_dir or tempfile.mkdtemp(prefix=f'distillery-{engine}-')
+  os.makedirs(os.path.join(work_dir, 'logs'), exist_ok=True)
+  build = _flink_processes if engine == 'flink' else _spark_processes
+  processes, endpoint, ui, cluster_ready = build(engine_home, job_server, work_dir, log)
+  environment = dict(os.environ)
+  if engine == 'spark':
+    # A worker launches executors from SPARK_HOME's jars; the Scala version is asked for by
+    # name outside a source tree.
+    environment.update({'SPARK_HOME': engine_home, 'SPARK_SCALA_VERSION': '2.12',
+                        'SPARK_LOCAL_IP': LOOPBACK})
+  cluster = Cluster(engine, work_dir, processes, endpoint, ui)
+  started = time.monotonic()
+  try:
+    engine_processes, job_server_process = processes[:-1], processes[-1]
+    for process in engine_processes:
+      process.start(environment)
+    _wait_until(f'the {engine} cluster had {SLOTS} slots', cluster_ready, engine_processes,
+                START_TIMEOUT_S)
+    job_server_process.start(environment)
+    job_port = int(endpoint.rsplit(':', 1)[1])
+    _wait_until(f'Beam\'s {engine} job server answered on {endpoint}',
+                lambda: answers(job_port), processes, START_TIMEOUT_S)
+  except BaseException:
+    cluster.stop()
+    raise
+  log(f'beam_cluster: {engine} up in {time.monotonic() - started:.1f} s: job server {endpoint}, '
+      f'web UI {ui}, logs in {os.path.join(work_dir, "logs")}')
+  return cluster
+
+
+def check_endpoint(endpoint: str, timeout_s: float = 10.0) -> str:
+  """`endpoint` (HOST:PORT) if a job server answers there within `timeout_s`."""
+  host, _, port = endpoint.rpartition(':')
+  if not host or not port.isdigit():
+    raise ValueError(f'--beam-endpoint must be HOST:PORT; got {endpoint!r}.')
+  deadline = time.monotonic() + timeout_s
+  while time.monotonic() < deadline:
+    if answers(int(port), host):
+      return endpoint
+    time.sleep(0.5)
+  raise ClusterError(f'--beam-endpoint {endpoint}: no job server answered within '
+                     f'{timeout_s:g} s.')
+
+
+def _state_path(state_dir: str) -> str:
+  return os.path.join(state_dir, STATE_FILE)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('action', choices=('start', 'stop'))
+  parser.add_argument('engine', nargs='?', help='flink or spark (start only)')
+  parser.add_argument('--state-dir', default=os.path.join(tempfile.gettempdir(),
+                                                           'distillery-beam-cluster'),
+                      help='where start records the processes that stop ends')
+  args = parser.parse_args(argv)
+  state_path = _state_path(args.state_dir)
+  if args.action == 'stop':
+    if not os.path.exists(state_path):
+      print(f'beam_cluster: no cluster recorded in {args.state_dir}')
+      return 0
+    with open(state_path) as handle:
+      state = json.load(handle)
+    # The serving `start` stops its cluster on SIGINT, as on Ctrl-C; its processes die
+    # with it in any case.
+    with contextlib.suppress(ProcessLookupError):
+      os.kill(state['server_pid'], signal.SIGINT)
+    deadline = time.monotonic() + STOP_TIMEOUT_S * 2
+    while os.path.exists(state_path) and time.monotonic() < deadline:
+      time.sleep(0.2)
+    if os.path.exists(state_path):
+      for process in state['processes']:
+        _signal_group(process['pid'], signal.SIGKILL)
+      os.remove(state_path)
+    print(f'beam_cluster: stopped the {state["engine"]} cluster')
+    return 0
+  try:
+    check_engine(args.engine or '')
+  except ValueError as error:
+    parser.error(str(error).replace('--beam-runner', 'engine'))
+  if os.path.exists(state_path):
+    parser.error(f'a cluster is recorded in {args.state_dir}: stop it first')
+  os.makedirs(args.state_dir, exist_ok=True)
+  cluster = start(args.engine, os.path.join(args.state_dir, args.engine))
+  with open(state_path + '.tmp', 'w') as handle:
+    json.dump({**cluster.state(), 'server_pid': os.getpid()}, handle, indent=1)
+  os.replace(state_path + '.tmp', state_path)
+  print(f'beam_cluster: {args.engine} job server at {cluster.endpoint}; Beam arguments: '
+        f'{" ".join(cluster.beam_pipeline_args())}')
+  print('beam_cluster: serving until stopped (Ctrl-C, or `stop` from another shell)')
+  # The processes die with this one: it waits while the cluster serves.
+  try:
+    while all(process.alive() for process in cluster.processes):
+      time.sleep(1)
+    dead = [process for process in cluster.processes if not process.alive()]
+    print(f'beam_cluster: {dead[0].role} exited; stopping the cluster', file=sys.stderr)
+    return 1
+  except KeyboardInterrupt:
+    return 0
+  finally:
+    cluster.stop()
+    with contextlib.suppress(OSError):
+      os.remove(state_path)
+
+
+if __name__ == '__main__':
+  sys.exit(main())
