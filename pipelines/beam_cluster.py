@@ -38,7 +38,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from apache_beam import version as beam_version
 
@@ -366,16 +366,92 @@ def _signal_group(pid: int, signum: int) -> None:
     os.killpg(pid, signum)
 
 
-def portable_runner_args(engine: str, endpoint: str) -> List[str]:
+# Where the portable runner runs the Python SDK harness (Beam's `--environment_type`).
+ENVIRONMENT_TYPES = ('LOOPBACK', 'PROCESS', 'EXTERNAL', 'DOCKER')
+
+
+def check_endpoint_format(endpoint: str, name: str = '--beam-endpoint') -> str:
+  """`endpoint` when it reads HOST:PORT; else a ValueError naming `name`."""
+  host, _, port = (endpoint or '').rpartition(':')
+  if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    raise ValueError(f'{name} must be HOST:PORT, the job server of a Flink or Spark cluster; '
+                     f'got {endpoint!r}.')
+  return endpoint
+
+
+def portable_runner_args(engine: str, endpoint: str, environment_type: str = 'LOOPBACK',
+                         environment_config: Optional[str] = None,
+                         parallelism: int = SLOTS) -> List[str]:
   """Beam's arguments for a pipeline on the job server at `endpoint`.
 
-  LOOPBACK: the Beam stage's own Python process runs the SDK harness, so a local cluster
-  needs no Docker and no separate Python workers, and the harness has the installed
-  package (TFX, our modules) at hand. A cluster on other machines needs PROCESS or DOCKER
-  with the package installed there (docs/scaling-out.md).
+  LOOPBACK (the default): the Beam stage's own Python process runs the SDK harness, so a
+  local cluster needs no Docker and no separate Python workers, and the harness has the
+  installed package (TFX, our modules) at hand; the cluster must reach this machine. A
+  cluster elsewhere runs the harness itself: EXTERNAL (a worker pool beside each
+  TaskManager or executor, at `environment_config`, HOST:PORT), DOCKER (an image with this
+  package, `environment_config`) or PROCESS (a boot command, `environment_config` as
+  Beam's JSON). docs/scaling-out.md says how.
+
+  Raises:
+    ValueError: an unknown engine or environment type, an endpoint that is not HOST:PORT,
+      or EXTERNAL or PROCESS without its configuration, each named.
   """
+  check_engine(engine)
+  check_endpoint_format(endpoint)
+  if environment_type not in ENVIRONMENT_TYPES:
+    raise ValueError(f'--beam-environment-type must be one of {", ".join(ENVIRONMENT_TYPES)}; '
+                     f'got {environment_type!r}.')
+  if environment_type in ('EXTERNAL', 'PROCESS') and not environment_config:
+    raise ValueError(f'--beam-environment-type {environment_type} needs '
+                     '--beam-environment-config: '
+                     + ('the worker pool\'s HOST:PORT' if environment_type == 'EXTERNAL'
+                        else 'Beam\'s JSON, e.g. {"command": "/opt/apache/beam/boot"}') + '.')
+  if not isinstance(parallelism, int) or parallelism < 1:
+    raise ValueError(f'parallelism must be an integer >= 1; got {parallelism!r}.')
   return ['--runner=PortableRunner', f'--job_endpoint={endpoint}',
-          '--environment_type=LOOPBACK', f'--parallelism={SLOTS}']
+          f'--environment_type={environment_type}',
+          *([f'--environment_config={environment_config}'] if environment_config else []),
+          f'--parallelism={parallelism}']
+
+
+def engine_beam_args(beam_runner: str = 'direct', beam_endpoint: Optional[str] = None,
+                     beam_environment_type: Optional[str] = None,
+                     beam_environment_config: Optional[str] = None,
+                     beam_pipeline_args: Sequence[str] = ()) -> List[str]:
+  """The Beam arguments of an engine, before the user's own: `create_pipeline`'s rules.
+
+  Raises:
+    ValueError: naming the parameter (`beam_runner`, `beam_endpoint`,
+      `beam_environment_type`, `beam_environment_config`) and what it must be.
+  """
+  if beam_runner == 'direct':
+    for name, value in (('beam_endpoint', beam_endpoint),
+                        ('beam_environment_type', beam_environment_type),
+                        ('beam_environment_config', beam_environment_config)):
+      if value:
+        raise ValueError(f'{name} is for beam_runner=\'flink\' or \'spark\' (the '
+                         f'portable runner); got {name}={value!r} with beam_runner=\'direct\'.')
+    return []
+  try:
+    check_engine(beam_runner)
+    if not beam_endpoint:
+      raise ValueError(f'beam_runner={beam_runner!r} needs beam_endpoint, the HOST:PORT of the '
+                       'cluster\'s Beam job server (`distillery run --beam-runner` starts a '
+                       'local cluster itself).')
+    named = [argument for argument in beam_pipeline_args
+             if argument == '--runner' or argument.startswith('--runner=')]
+    if named:
+      raise ValueError(f'beam_pipeline_args name a runner ({named[0]}) and beam_runner is '
+                       f'{beam_runner!r}: give one of the two.')
+    return portable_runner_args(beam_runner, beam_endpoint, beam_environment_type or 'LOOPBACK',
+                                beam_environment_config)
+  except ValueError as error:
+    # The same checks serve the command line: name the Python parameters here.
+    message = str(error)
+    for flag in ('--beam-environment-type', '--beam-environment-config', '--beam-endpoint',
+                 '--beam-runner'):
+      message = message.replace(flag, flag[2:].replace('-', '_'))
+    raise ValueError(message) from None
 
 
 def _java_command(classpath: List[str], main: str, arguments: List[str],
@@ -549,9 +625,8 @@ def start(engine: str, work_dir: Optional[str] = None, log=print) -> Cluster:
 
 def check_endpoint(endpoint: str, timeout_s: float = 10.0) -> str:
   """`endpoint` (HOST:PORT) if a job server answers there within `timeout_s`."""
+  check_endpoint_format(endpoint)
   host, _, port = endpoint.rpartition(':')
-  if not host or not port.isdigit():
-    raise ValueError(f'--beam-endpoint must be HOST:PORT; got {endpoint!r}.')
   deadline = time.monotonic() + timeout_s
   while time.monotonic() < deadline:
     if answers(int(port), host):

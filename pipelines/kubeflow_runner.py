@@ -7,6 +7,9 @@ takes the same flags):
       [--dataset taxi|digits|mnist1d|csv] [--data-root DIR] [--label COLUMN]
       [--unlabelled-root DIR]
       [--pipeline-root DIR] [--serving-dir DIR]
+      [--beam-runner flink|spark --beam-endpoint HOST:PORT
+       [--beam-environment-type EXTERNAL|DOCKER|PROCESS|LOOPBACK]
+       [--beam-environment-config CONFIG]]
 
 `FILE.yaml` is a KFP v2 package (the PipelineSpec, with the pipeline root as its
 `defaultPipelineRoot`), which `kfp.Client().create_run_from_pipeline_package` accepts;
@@ -29,6 +32,10 @@ from tfx_distillery.pipelines import datasets
 from tfx_distillery.pipelines import local_runner
 
 DEFAULT_IMAGE = 'tfx-distillery:latest'
+# A cluster runs the Python SDK harness for a compiled pipeline: Beam's Kubernetes setup for
+# Flink runs a worker pool (this image, `/opt/apache/beam/boot --worker_pool`) beside each
+# TaskManager, on port 50000 (docs/scaling-out.md).
+DEFAULT_BEAM_ENVIRONMENT = ('EXTERNAL', 'localhost:50000')
 KFP_SUFFIXES = ('.yaml', '.yml')
 VERTEX_SUFFIXES = ('.json',)
 
@@ -55,6 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       '$DISTILLERY_HOME/serving/kubeflow-DATASET')
   parser.add_argument('--train-steps', type=int, default=1500)
   parser.add_argument('--num-workers', type=int, default=1)
+  parser.add_argument('--beam-runner', default='direct',
+                      choices=('direct',) + local_runner.BEAM_ENGINES,
+                      help='where the Beam stages run: Beam\'s DirectRunner inside each '
+                      'component\'s pod (default), or your Flink or Spark cluster through '
+                      'Beam\'s portable runner at --beam-endpoint')
+  local_runner.add_beam_engine_arguments(parser, f'{DEFAULT_BEAM_ENVIRONMENT[0]} at '
+                                         f'{DEFAULT_BEAM_ENVIRONMENT[1]}, a worker pool '
+                                         'beside each TaskManager')
   local_runner.add_seed_argument(parser)
 
 
@@ -79,6 +94,11 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
   if args.num_workers < 1:
     parser.error(f'--num-workers must be >= 1; got {args.num_workers}')
   local_runner.check_seed(parser, args)
+  if args.beam_runner != 'direct' and not args.beam_environment_type:
+    args.beam_environment_type = DEFAULT_BEAM_ENVIRONMENT[0]
+    args.beam_environment_config = (args.beam_environment_config
+                                    or DEFAULT_BEAM_ENVIRONMENT[1])
+  local_runner.check_beam_engine_arguments(parser, args, endpoint_required=True)
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -153,7 +173,11 @@ def compile_pipeline(args: argparse.Namespace) -> str:
       schema_path=stage_schema(dataset.schema_file, args.pipeline_root),
       unlabelled_data_root=args.unlabelled_root or dataset.unlabelled_data_root,
       input_splits=dataset.input_splits,
-      random_seed=args.seed), write_out=False)
+      random_seed=args.seed,
+      beam_runner=args.beam_runner,
+      beam_endpoint=args.beam_endpoint,
+      beam_environment_type=args.beam_environment_type,
+      beam_environment_config=args.beam_environment_config), write_out=False)
   write_package(pipeline_job, output_path)
   return output_path
 

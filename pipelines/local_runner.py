@@ -232,8 +232,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       '(default), or Apache Flink or Apache Spark through Beam\'s portable '
                       'runner: the job server at --beam-endpoint, else a local cluster '
                       'started for the run and stopped after it (docs/scaling-out.md)')
-  parser.add_argument('--beam-endpoint', metavar='HOST:PORT',
-                      help='with --beam-runner flink|spark: the job server of your cluster')
+  add_beam_engine_arguments(parser, 'LOOPBACK')
   add_seed_argument(parser)
   parser.add_argument('--verbose', action='store_true',
                       help='show every TFX, Beam and TensorFlow line on the console too '
@@ -270,6 +269,43 @@ def check_seed(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     parser.error(f'--seed: {error}')
 
 
+def add_beam_engine_arguments(parser: argparse.ArgumentParser,
+                              default_environment: str) -> None:
+  """--beam-endpoint and the SDK harness's environment (`run`'s and `compile`'s)."""
+  parser.add_argument('--beam-endpoint', metavar='HOST:PORT',
+                      help='with --beam-runner flink|spark: the job server of your cluster')
+  parser.add_argument('--beam-environment-type',
+                      choices=('LOOPBACK', 'PROCESS', 'EXTERNAL', 'DOCKER'),
+                      help='with --beam-endpoint: where the cluster runs the Python SDK '
+                      f'harness (default {default_environment}; docs/scaling-out.md)')
+  parser.add_argument('--beam-environment-config', metavar='CONFIG',
+                      help='the worker pool\'s HOST:PORT (EXTERNAL), the image (DOCKER) or '
+                      'Beam\'s boot JSON (PROCESS)')
+
+
+def check_beam_engine_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                                endpoint_required: bool) -> None:
+  """Refuses an endpoint or environment without an engine, or a malformed one, by name."""
+  from tfx_distillery.pipelines import beam_cluster  # pylint: disable=g-import-not-at-top
+  beam_runner = getattr(args, 'beam_runner', 'direct')
+  if beam_runner != 'direct' and not endpoint_required and not args.beam_endpoint:
+    for flag, value in (('--beam-environment-type', args.beam_environment_type),
+                        ('--beam-environment-config', args.beam_environment_config)):
+      if value:
+        parser.error(f'{flag} is for --beam-endpoint (your cluster): the local cluster runs '
+                     'the SDK harness in each Beam stage\'s own process (LOOPBACK)')
+    return
+  try:
+    beam_cluster.engine_beam_args(beam_runner, args.beam_endpoint, args.beam_environment_type,
+                                  args.beam_environment_config)
+  except ValueError as error:
+    message = str(error)
+    for name in ('beam_environment_type', 'beam_environment_config', 'beam_endpoint',
+                 'beam_runner'):
+      message = message.replace(name, '--' + name.replace('_', '-'))
+    parser.error(message)
+
+
 def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
   """Refuses bad flag values and combinations through `parser.error` (exit status 2)."""
   if args.train_steps is not None and args.train_steps < 1:
@@ -289,14 +325,8 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     if args.pool_rows < 0:
       parser.error(f'--pool-rows must be >= 0; got {args.pool_rows}')
   check_seed(parser, args)
-  beam_runner = getattr(args, 'beam_runner', 'direct')
-  if getattr(args, 'beam_endpoint', None):
-    if beam_runner == 'direct':
-      parser.error('--beam-endpoint is the job server of a Flink or Spark cluster: give '
-                   '--beam-runner flink or spark with it')
-    host, _, port = args.beam_endpoint.rpartition(':')
-    if not host or not port.isdigit():
-      parser.error(f'--beam-endpoint must be HOST:PORT; got {args.beam_endpoint!r}')
+  if hasattr(args, 'beam_runner'):
+    check_beam_engine_arguments(parser, args, endpoint_required=False)
   if args.max_accuracy_drop is None:
     args.max_accuracy_drop = DEFAULT_MAX_ACCURACY_DROP.get(args.dataset, 0.01)
   if not 0.0 <= args.max_accuracy_drop <= 1.0:
@@ -494,8 +524,9 @@ DIRECT_RUNNER_ARGS = ('--direct_running_mode=in_memory', '--direct_num_workers=1
 
 
 @contextlib.contextmanager
-def beam_engine(args: argparse.Namespace) -> Iterator[List[str]]:
-  """The Beam arguments of the run's engine, with a local cluster running while it is used.
+def beam_engine(args: argparse.Namespace) -> Iterator[Dict[str, Any]]:
+  """`create_pipeline`'s Beam arguments for the run's engine, with a local cluster running
+  while they are used.
 
   DirectRunner in memory on one worker by default. With `--beam-runner flink|spark`, the
   job server at `--beam-endpoint` once it answers (a bounded wait), else a local cluster
@@ -503,17 +534,22 @@ def beam_engine(args: argparse.Namespace) -> Iterator[List[str]]:
   """
   engine = getattr(args, 'beam_runner', 'direct')
   if engine == 'direct':
-    yield list(DIRECT_RUNNER_ARGS)
+    yield {'beam_pipeline_args': list(DIRECT_RUNNER_ARGS)}
     return
   from tfx_distillery.pipelines import beam_cluster  # pylint: disable=g-import-not-at-top
   logger = progress.get_logger()
   if getattr(args, 'beam_endpoint', None):
     endpoint = beam_cluster.check_endpoint(args.beam_endpoint)
-    logger.info('beam: %s job server at %s', engine, endpoint)
-    yield beam_cluster.portable_runner_args(engine, endpoint)
+    logger.info('beam: %s job server at %s, SDK harness %s', engine, endpoint,
+                args.beam_environment_type or 'LOOPBACK')
+    yield {'beam_runner': engine, 'beam_endpoint': endpoint,
+           'beam_environment_type': args.beam_environment_type,
+           'beam_environment_config': args.beam_environment_config}
     return
   with beam_cluster.start(engine, log=logger.info) as cluster:
-    yield cluster.beam_pipeline_args()
+    logger.info('beam: the SDK harness runs in each Beam stage\'s own process (LOOPBACK): '
+                'the local cluster needs no Docker and no Python workers of its own')
+    yield {'beam_runner': engine, 'beam_endpoint': cluster.endpoint}
   logger.info('beam: the local %s cluster is stopped', engine)
 
 
@@ -568,7 +604,7 @@ def execute(args: argparse.Namespace) -> RunResult:
     if unlabelled_root:
       logger.info('unlabelled: %s (the Distiller\'s transfer set)', unlabelled_root)
     start = time.monotonic()
-    with beam_engine(args) as beam_pipeline_args:
+    with beam_engine(args) as beam_arguments:
       local_dag_runner.LocalDagRunner().run(pipeline.create_pipeline(
           pipeline_name=pipeline_name,
           pipeline_root=pipeline_root,
@@ -587,7 +623,7 @@ def execute(args: argparse.Namespace) -> RunResult:
               args.dataset, (DEFAULT_TRAIN_STEPS[args.dataset],))[0],
           student_config=DEFAULT_STUDENT_TRAINING.get(args.dataset, (None, None))[1],
           metadata_connection_config=metadata.sqlite_metadata_connection_config(metadata_path),
-          beam_pipeline_args=beam_pipeline_args,
+          **beam_arguments,
           enable_cache=not args.no_cache,
           num_workers=args.num_workers,
           schema_path=dataset.schema_file,

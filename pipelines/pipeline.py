@@ -21,10 +21,11 @@ from tfx.proto import pusher_pb2
 from tfx.proto import trainer_pb2
 
 from tfx_distillery import components
-from tfx_distillery.components.common import beam_runner
+from tfx_distillery.components.common import beam_runner as beam_runner_lib
 from tfx_distillery.components.common import parameters
 from tfx_distillery.components.common import seeding
 from tfx_distillery.components.gate import spec as gate_spec
+from tfx_distillery.pipelines import beam_cluster
 
 # ExampleGen's hash buckets: train, eval (what chooses), test (what reports and gates).
 SPLIT_BUCKETS = (('train', 6), ('eval', 2), ('test', 2))
@@ -280,6 +281,10 @@ def create_pipeline(pipeline_name: str,
                     metadata_connection_config: Optional[Any] = None,
                     beam_pipeline_args: Optional[List[str]] = None,
                     enable_cache: bool = True,
+                    beam_runner: str = 'direct',
+                    beam_endpoint: Optional[str] = None,
+                    beam_environment_type: Optional[str] = None,
+                    beam_environment_config: Optional[str] = None,
                     **component_arguments) -> tfx_pipeline.Pipeline:
   """The whole chain as one `tfx.dsl.Pipeline`, for LocalDagRunner and the Kubeflow compile.
 
@@ -290,6 +295,14 @@ def create_pipeline(pipeline_name: str,
     beam_pipeline_args: Arguments for the Beam-based components. With no `--runner`, they
       get Beam's DirectRunner without its first try of Prism (`beam_runner`).
     enable_cache: Reuse outputs of executions whose inputs did not change.
+    beam_runner: Where the Beam stages run: 'direct' (Beam's DirectRunner, the default),
+      or 'flink' or 'spark' through Beam's portable runner at `beam_endpoint`.
+    beam_endpoint: HOST:PORT of the Flink or Spark cluster's Beam job server.
+    beam_environment_type: Where that runner runs the Python SDK harness: LOOPBACK (the
+      default: in the Beam stage's own process; the cluster must reach it), EXTERNAL (a
+      worker pool beside each TaskManager or executor), DOCKER or PROCESS.
+    beam_environment_config: The worker pool's HOST:PORT (EXTERNAL), the image (DOCKER)
+      or Beam's boot JSON (PROCESS).
     **component_arguments: `create_components`' arguments: the data, module files,
       label, steps, stages and the gate's limits.
 
@@ -297,10 +310,13 @@ def create_pipeline(pipeline_name: str,
     The `tfx.dsl.Pipeline`.
   """
   parameters.refuse_secrets('beam_pipeline_args', beam_pipeline_args)
+  beam_pipeline_args = beam_cluster.engine_beam_args(
+      beam_runner, beam_endpoint, beam_environment_type, beam_environment_config,
+      beam_pipeline_args or []) + list(beam_pipeline_args or [])
   return tfx_pipeline.Pipeline(
       pipeline_name=pipeline_name,
       pipeline_root=pipeline_root,
       components=create_components(**component_arguments),
       enable_cache=enable_cache,
       metadata_connection_config=metadata_connection_config,
-      beam_pipeline_args=beam_runner.with_direct_runner(beam_pipeline_args or []))
+      beam_pipeline_args=beam_runner_lib.with_direct_runner(beam_pipeline_args))

@@ -1,5 +1,6 @@
 """The local Flink/Spark cluster's refusals: engine, endpoint, Java, job server version."""
 
+import json
 import os
 import socket
 import stat
@@ -9,6 +10,9 @@ import pytest
 
 from tfx_distillery.pipelines import beam_cluster
 from tfx_distillery.pipelines import cli
+from tfx_distillery.pipelines import datasets
+from tfx_distillery.pipelines import kubeflow_runner
+from tfx_distillery.pipelines import pipeline
 
 
 def test_an_unknown_engine_is_refused_naming_the_ones_we_support(capsys):
@@ -24,8 +28,13 @@ def test_an_unknown_engine_is_refused_naming_the_ones_we_support(capsys):
 
 def test_an_endpoint_needs_an_engine_and_host_port(capsys):
   for arguments, message in (
-      (['--beam-endpoint', 'localhost:8099'], 'give --beam-runner flink or spark with it'),
-      (['--beam-runner', 'flink', '--beam-endpoint', 'localhost'], 'must be HOST:PORT')):
+      (['--beam-endpoint', 'localhost:8099'], "--beam-endpoint is for --beam-runner='flink' "
+       "or 'spark'"),
+      (['--beam-runner', 'flink', '--beam-endpoint', 'localhost'], 'must be HOST:PORT'),
+      (['--beam-runner', 'flink', '--beam-environment-type', 'DOCKER'],
+       '--beam-environment-type is for --beam-endpoint (your cluster)'),
+      (['--beam-runner', 'spark', '--beam-endpoint', 'h:8099', '--beam-environment-type',
+        'EXTERNAL'], '--beam-environment-type EXTERNAL needs --beam-environment-config')):
     with pytest.raises(SystemExit):
       cli.main(['run', '--dataset', 'taxi', *arguments])
     assert message in capsys.readouterr().err
@@ -81,3 +90,72 @@ def test_the_portable_runner_runs_the_sdk_harness_in_the_stages_own_process():
   assert beam_cluster.portable_runner_args('flink', '127.0.0.1:8099') == [
       '--runner=PortableRunner', '--job_endpoint=127.0.0.1:8099',
       '--environment_type=LOOPBACK', '--parallelism=2']
+
+
+def test_the_portable_runner_takes_the_harness_environment_a_remote_cluster_needs():
+  assert beam_cluster.portable_runner_args('spark', 'spark-jobs:8099', 'EXTERNAL',
+                                           'localhost:50000', parallelism=8) == [
+      '--runner=PortableRunner', '--job_endpoint=spark-jobs:8099',
+      '--environment_type=EXTERNAL', '--environment_config=localhost:50000',
+      '--parallelism=8']
+
+
+def taxi_pipeline(tmp_path, **beam):
+  dataset = datasets.resolve('taxi', str(tmp_path))
+  return pipeline.create_pipeline(
+      pipeline_name='engines', pipeline_root=str(tmp_path / 'root'),
+      data_root=dataset.data_root, transform_module_file=dataset.transform_module_file,
+      teacher_module_file=dataset.teacher_module_file,
+      student_module_file=dataset.student_module_file, label_column=dataset.label_column,
+      label_key=dataset.label_key, serving_model_dir=str(tmp_path / 'serving'),
+      schema_path=dataset.schema_file, **beam)
+
+
+def test_create_pipeline_sends_the_beam_stages_to_the_engines_job_server(tmp_path):
+  built = taxi_pipeline(tmp_path, beam_runner='flink', beam_endpoint='flink-jobs:8099',
+                        beam_environment_type='EXTERNAL',
+                        beam_environment_config='localhost:50000',
+                        beam_pipeline_args=['--max_bundle_size=100'])
+  # The engine's arguments come first and the user's own after them; no DirectRunner.
+  assert built.beam_pipeline_args == [
+      '--runner=PortableRunner', '--job_endpoint=flink-jobs:8099',
+      '--environment_type=EXTERNAL', '--environment_config=localhost:50000',
+      '--parallelism=2', '--max_bundle_size=100']
+  direct = taxi_pipeline(tmp_path)
+  assert direct.beam_pipeline_args[0].endswith('beam_runner.SwitchingDirectRunner')
+
+
+@pytest.mark.parametrize('beam, message', [
+    ({'beam_runner': 'samza'}, 'beam_runner must be one of flink, spark'),
+    ({'beam_runner': 'flink'}, "beam_runner='flink' needs beam_endpoint"),
+    ({'beam_endpoint': 'h:8099'}, "beam_endpoint is for beam_runner='flink' or 'spark'"),
+    ({'beam_runner': 'spark', 'beam_endpoint': 'h'}, 'beam_endpoint must be HOST:PORT'),
+    ({'beam_runner': 'spark', 'beam_endpoint': 'h:1', 'beam_environment_type': 'K8S'},
+     'beam_environment_type must be one of LOOPBACK, PROCESS, EXTERNAL, DOCKER'),
+    ({'beam_runner': 'flink', 'beam_endpoint': 'h:1',
+      'beam_pipeline_args': ['--runner=DataflowRunner']},
+     r'beam_pipeline_args name a runner \(--runner=DataflowRunner\) and beam_runner is'),
+])
+def test_create_pipeline_refuses_a_bad_engine_by_parameter_name(tmp_path, beam, message):
+  with pytest.raises(ValueError, match=message):
+    taxi_pipeline(tmp_path, **beam)
+
+
+def test_a_compiled_pipeline_runs_its_beam_stages_on_the_cluster_with_a_worker_pool(tmp_path):
+  output = tmp_path / 'pipeline.json'
+  assert kubeflow_runner.main(['--output', str(output), '--pipeline-root',
+                               str(tmp_path / 'root'), '--beam-runner', 'spark',
+                               '--beam-endpoint', 'spark-jobs:8099']) == 0
+  executors = json.loads(output.read_text())['pipelineSpec']['deploymentSpec']['executors']
+  for stage in ('CsvExampleGen', 'StatisticsGen', 'IngestionTransform', 'AccuracyGate'):
+    arguments = executors[f'{stage}_executor']['container']['args']
+    for expected in ('--runner=PortableRunner', '--job_endpoint=spark-jobs:8099',
+                     '--environment_type=EXTERNAL', '--environment_config=localhost:50000'):
+      assert expected in arguments, (stage, expected)
+    assert not [argument for argument in arguments if 'SwitchingDirectRunner' in argument]
+
+
+def test_compile_refuses_an_engine_without_its_endpoint(tmp_path, capsys):
+  with pytest.raises(SystemExit):
+    kubeflow_runner.main(['--output', str(tmp_path / 'p.json'), '--beam-runner', 'flink'])
+  assert "--beam-runner='flink' needs --beam-endpoint" in capsys.readouterr().err
