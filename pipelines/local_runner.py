@@ -122,6 +122,28 @@ class ComponentProgressHandler(logging.Handler):
                                    self.wall_seconds[node_id])
 
 
+class HidesDataPlaneHangUps(logging.Filter):
+  """Keeps off the console the SDK harness's "Failed to read inputs in the data plane."
+  when its gRPC stream was CANCELLED: on Flink and Spark the engine hangs up each bundle's
+  data channel when the bundle is done ("Multiplexer hanging up"), and Beam logs that as
+  an error with a traceback, dozens per run. The log file keeps them; a stage that really
+  fails still fails, and its error reaches the console.
+  """
+
+  LOGGER = 'apache_beam.runners.worker.data_plane'
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    if record.name != self.LOGGER or not record.exc_info:
+      return True
+    error = record.exc_info[1]
+    code = getattr(error, 'code', None)
+    try:
+      cancelled = callable(code) and getattr(code(), 'name', None) == 'CANCELLED'
+    except Exception:  # pylint: disable=broad-except
+      cancelled = False
+    return not cancelled
+
+
 @contextlib.contextmanager
 def console_shows_progress_only(log_path: str,
                                 verbose: bool = False) -> Iterator[ComponentProgressHandler]:
@@ -156,6 +178,7 @@ def console_shows_progress_only(log_path: str,
   console_errors = os.fdopen(os.dup(2), 'w', buffering=1)
   errors_handler = logging.StreamHandler(console_errors)
   errors_handler.setLevel(logging.ERROR)
+  errors_handler.addFilter(HidesDataPlaneHangUps())
   root_logger.addHandler(errors_handler)
   try:
     with progress.process_output_to(log_fd, include_stderr=True):

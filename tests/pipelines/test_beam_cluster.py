@@ -1,10 +1,14 @@
 """The local Flink/Spark cluster's refusals: engine, endpoint, Java, job server version."""
 
 import json
+import logging
 import os
 import socket
 import stat
+import sys
 import time
+
+import grpc
 
 import pytest
 
@@ -12,6 +16,7 @@ from tfx_distillery.pipelines import beam_cluster
 from tfx_distillery.pipelines import cli
 from tfx_distillery.pipelines import datasets
 from tfx_distillery.pipelines import kubeflow_runner
+from tfx_distillery.pipelines import local_runner
 from tfx_distillery.pipelines import pipeline
 
 
@@ -159,3 +164,32 @@ def test_compile_refuses_an_engine_without_its_endpoint(tmp_path, capsys):
   with pytest.raises(SystemExit):
     kubeflow_runner.main(['--output', str(tmp_path / 'p.json'), '--beam-runner', 'flink'])
   assert "--beam-runner='flink' needs --beam-endpoint" in capsys.readouterr().err
+
+
+def _record(name, error):
+  try:
+    raise error
+  except Exception:  # pylint: disable=broad-except
+    return logging.LogRecord(name, logging.ERROR, __file__, 1,
+                             'Failed to read inputs in the data plane.', None, sys.exc_info())
+
+
+class _Cancelled(grpc.RpcError):
+
+  def __init__(self, code):
+    super().__init__()
+    self._code = code
+
+  def code(self):
+    return self._code
+
+
+def test_the_console_hides_the_engines_data_plane_hang_ups_only():
+  hides = local_runner.HidesDataPlaneHangUps()
+  data_plane = 'apache_beam.runners.worker.data_plane'
+  assert not hides.filter(_record(data_plane, _Cancelled(grpc.StatusCode.CANCELLED)))
+  # Anything else still reaches the console: another status, another logger, no exception.
+  assert hides.filter(_record(data_plane, _Cancelled(grpc.StatusCode.UNAVAILABLE)))
+  assert hides.filter(_record(data_plane, RuntimeError('boom')))
+  assert hides.filter(_record('apache_beam.runners.worker.sdk_worker',
+                              _Cancelled(grpc.StatusCode.CANCELLED)))
