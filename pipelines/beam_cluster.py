@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -339,8 +340,40 @@ class Cluster:
   def beam_pipeline_args(self) -> List[str]:
     return portable_runner_args(self.engine, self.endpoint)
 
+  def lost(self) -> Optional[Process]:
+    """The first process that exited while the cluster was meant to run, else None."""
+    if getattr(self, '_stopping', False):
+      return None
+    return next((process for process in self.processes if not process.alive()), None)
+
+  @contextlib.contextmanager
+  def watched(self, on_loss, interval_s: float = 1.0) -> Iterator['Cluster']:
+    """Calls `on_loss(process)` once, from a daemon thread, if a process exits in the block.
+
+    An engine that loses a TaskManager or a worker may fail the job, retry it, or wait for
+    slots that never come back (Spark with its only worker gone): the caller learns of the
+    loss within `interval_s` whatever the engine does.
+    """
+    done = threading.Event()
+
+    def watch():
+      while not done.wait(interval_s):
+        process = self.lost()
+        if process is not None:
+          on_loss(process)
+          return
+
+    watcher = threading.Thread(target=watch, name=f'{self.engine}-watchdog', daemon=True)
+    watcher.start()
+    try:
+      yield self
+    finally:
+      done.set()
+      watcher.join(timeout=interval_s * 5)
+
   def stop(self) -> None:
     """Ends every process: SIGTERM, then SIGKILL after STOP_TIMEOUT_S."""
+    self._stopping = True
     for process in reversed(self.processes):
       if process.alive():
         _signal_group(process.popen.pid, signal.SIGTERM)

@@ -20,6 +20,7 @@ Exit status:
 """
 
 import argparse
+import _thread
 import contextlib
 import dataclasses
 import fcntl
@@ -572,7 +573,26 @@ def beam_engine(args: argparse.Namespace) -> Iterator[Dict[str, Any]]:
   with beam_cluster.start(engine, log=logger.info) as cluster:
     logger.info('beam: the SDK harness runs in each Beam stage\'s own process (LOOPBACK): '
                 'the local cluster needs no Docker and no Python workers of its own')
-    yield {'beam_runner': engine, 'beam_endpoint': cluster.endpoint}
+
+    def on_loss(process):
+      # The engine may fail the job, retry it or wait for lost slots: stop the run now.
+      logger.error('beam: the local %s cluster lost its %s (exit status %s)%s; stopping the '
+                   'run', engine, process.role, process.popen.returncode,
+                   f' during {_running_node}' if _running_node else '')
+      _thread.interrupt_main()
+
+    try:
+      with cluster.watched(on_loss):
+        yield {'beam_runner': engine, 'beam_endpoint': cluster.endpoint}
+    except BaseException as error:
+      lost = cluster.lost()
+      if lost is None:
+        raise
+      raise beam_cluster.ClusterError(
+          f'the local {engine} cluster lost its {lost.role} (exit status '
+          f'{lost.popen.returncode}){f" during {_running_node}" if _running_node else ""}; '
+          f'its log is {lost.log_path}. Nothing was pushed: rerun the same command (finished '
+          'components come from the cache, on a new cluster).') from error
   logger.info('beam: the local %s cluster is stopped', engine)
 
 

@@ -83,9 +83,11 @@ def our_chain(example_gen, transform, trainer, label_key: str, label_column: str
   return [distiller, pruner, quantizer, gate, pusher]
 
 
-def pipeline(name: str, root: str, components: Sequence) -> tfx.dsl.Pipeline:
+def pipeline(name: str, root: str, components: Sequence,
+             beam_pipeline_args: Sequence[str] = ()) -> tfx.dsl.Pipeline:
   return tfx.dsl.Pipeline(
       pipeline_name=name, pipeline_root=os.path.join(root, 'runs'), components=list(components),
+      beam_pipeline_args=list(beam_pipeline_args),
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           os.path.join(root, 'metadata.sqlite')))
 

@@ -1,0 +1,235 @@
+"""Same output, any engine: TFX's taxi pipeline's Beam stages, and our IngestionTransform, on
+Beam's DirectRunner, on a local Apache Flink cluster and on a local Apache Spark cluster.
+
+The stages are built as `taxi_pipeline_native_keras.py` builds them (its CsvExampleGen over
+the taxi CSV in the wheel, StatisticsGen, SchemaGen with inferred shapes, ExampleValidator,
+Transform with `taxi_utils_native_keras.py` unchanged), with our IngestionTransform on the
+same examples and module file. Each engine's cluster is started and stopped here.
+
+What Beam promises exactly is compared exactly: the examples (CsvExampleGen splits rows by
+a hash of their content), the schema, the vocabularies, and every integer feature of the
+transformed examples. Floating-point analyzers (means, variances) sum in whatever order the
+engine combines, so their results and the features they make are compared to a relative
+1e-6; statistics' quantiles come from sketches and are compared to a tolerance of the range.
+"""
+
+import collections
+import filecmp
+import glob
+import os
+
+from google.protobuf import text_format
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tensorflow_metadata.proto.v0 import statistics_pb2
+from tfx import v1 as tfx
+
+from tfx_distillery.components import IngestionTransform
+from tfx_distillery.components.common import beam_runner
+from tfx_distillery.pipelines import beam_cluster
+from tfx_distillery.pipelines import datasets
+from tests.conformance import chain
+
+pytestmark = pytest.mark.e2e  # long: make test-e2e
+
+NAME = 'taxi-engines'
+MODULE_FILE = os.path.join(chain.TFX_ROOT, 'examples', 'chicago_taxi_pipeline',
+                           'taxi_utils_native_keras.py')
+ENGINES = ('direct', 'flink', 'spark')
+SPLITS = ('train', 'eval')
+TRANSFORMS = ('Transform', 'IngestionTransform')
+# Sums in another order: the same float to about 7 digits (float32), far below any signal.
+FLOAT_TOLERANCE = 1e-6
+
+
+def taxi_beam_stages():
+  """TFX's taxi example up to its Transform, as its pipeline file wires them, and ours."""
+  example_gen = tfx.components.CsvExampleGen(input_base=datasets.taxi_data_dir())
+  statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
+  schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'],
+                                        infer_feature_shape=True)
+  example_validator = tfx.components.ExampleValidator(
+      statistics=statistics_gen.outputs['statistics'], schema=schema_gen.outputs['schema'])
+  transform = tfx.components.Transform(examples=example_gen.outputs['examples'],
+                                       schema=schema_gen.outputs['schema'],
+                                       module_file=MODULE_FILE)
+  ours = IngestionTransform(examples=example_gen.outputs['examples'],
+                            schema=schema_gen.outputs['schema'], module_file=MODULE_FILE,
+                            statistics=statistics_gen.outputs['statistics'],
+                            label_key='tips_xf')
+  return [example_gen, statistics_gen, schema_gen, example_validator, transform, ours]
+
+
+def run_on(engine: str, root: str) -> str:
+  components = taxi_beam_stages()
+  if engine == 'direct':
+    arguments = beam_runner.with_direct_runner(['--direct_running_mode=in_memory',
+                                                '--direct_num_workers=1'])
+    tfx.orchestration.LocalDagRunner().run(_pipeline(root, components, arguments))
+    return root
+  with beam_cluster.start(engine, os.path.join(root, 'cluster')) as cluster:
+    tfx.orchestration.LocalDagRunner().run(_pipeline(root, components,
+                                                     cluster.beam_pipeline_args()))
+  return root
+
+
+def _pipeline(root, components, beam_pipeline_args):
+  return chain.pipeline(NAME, root, components, beam_pipeline_args)
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+  return {engine: run_on(engine, str(tmp_path_factory.mktemp(engine))) for engine in ENGINES}
+
+
+def uri(root, node, type_name):
+  return chain.output_uri(root, NAME, node, type_name)
+
+
+def records(pattern):
+  files = sorted(glob.glob(pattern))
+  assert files, pattern
+  return [record.numpy() for record in tf.data.TFRecordDataset(files, compression_type='GZIP')]
+
+
+def decoded(serialized):
+  """{feature: [values of every example]} of serialized tf.Examples (one value each)."""
+  columns = collections.defaultdict(list)
+  for record in serialized:
+    for name, feature in tf.train.Example.FromString(record).features.feature.items():
+      kind = feature.WhichOneof('kind')
+      columns[(name, kind)].extend(getattr(feature, kind).value)
+  return columns
+
+
+@pytest.mark.parametrize('engine', ENGINES[1:])
+def test_the_examples_are_the_same_on_every_engine(runs, engine):
+  for split in SPLITS:
+    direct = records(os.path.join(uri(runs['direct'], 'CsvExampleGen', 'Examples'),
+                                  f'Split-{split}', '*'))
+    other = records(os.path.join(uri(runs[engine], 'CsvExampleGen', 'Examples'),
+                                 f'Split-{split}', '*'))
+    assert len(direct) > 1000
+    assert sorted(other) == sorted(direct), split
+
+
+def statistics(root, split):
+  path = os.path.join(uri(root, 'StatisticsGen', 'ExampleStatistics'), f'Split-{split}',
+                      'FeatureStats.pb')
+  with open(path, 'rb') as handle:
+    whole = statistics_pb2.DatasetFeatureStatisticsList.FromString(handle.read())
+  [dataset] = whole.datasets
+  return dataset
+
+
+@pytest.mark.parametrize('engine', ENGINES[1:])
+def test_the_statistics_agree_exactly_where_counted_and_to_tolerance_where_sketched(
+    runs, engine):
+  for split in SPLITS:
+    direct, other = statistics(runs['direct'], split), statistics(runs[engine], split)
+    assert other.num_examples == direct.num_examples
+    features = {feature.path.step[0]: feature for feature in direct.features}
+    assert {feature.path.step[0] for feature in other.features} == set(features)
+    for feature in other.features:
+      name, expected = feature.path.step[0], features[feature.path.step[0]]
+      if expected.HasField('num_stats'):
+        got, want = feature.num_stats, expected.num_stats
+        assert got.common_stats.num_non_missing == want.common_stats.num_non_missing, name
+        assert (got.num_zeros, got.min, got.max) == (want.num_zeros, want.min, want.max), name
+        np.testing.assert_allclose([got.mean, got.std_dev], [want.mean, want.std_dev],
+                                   rtol=FLOAT_TOLERANCE, err_msg=name)
+        # The median comes from a quantiles sketch: within 1% of the feature's range.
+        assert abs(got.median - want.median) <= 0.01 * max(1e-9, want.max - want.min), name
+      else:
+        got, want = feature.string_stats, expected.string_stats
+        assert got.common_stats.num_non_missing == want.common_stats.num_non_missing, name
+        assert got.unique == want.unique, name
+        assert got.avg_length == pytest.approx(want.avg_length, rel=FLOAT_TOLERANCE), name
+        # The commonest value and its count (ties below the top may order either way).
+        assert ((got.top_values[0].value, got.top_values[0].frequency) ==
+                (want.top_values[0].value, want.top_values[0].frequency)), name
+
+
+@pytest.mark.parametrize('engine', ENGINES[1:])
+def test_the_inferred_schema_is_the_same_on_every_engine(runs, engine):
+  parsed = []
+  for root in (runs['direct'], runs[engine]):
+    with open(os.path.join(uri(root, 'SchemaGen', 'Schema'), 'schema.pbtxt')) as handle:
+      parsed.append(text_format.Parse(handle.read(), schema_pb2.Schema()))
+  assert parsed[1] == parsed[0]
+
+
+@pytest.mark.parametrize('engine', ENGINES[1:])
+@pytest.mark.parametrize('node', TRANSFORMS)
+def test_the_vocabularies_are_the_same_files_on_every_engine(runs, engine, node):
+  direct_assets = os.path.join(uri(runs['direct'], node, 'TransformGraph'), 'transform_fn',
+                               'assets')
+  other_assets = os.path.join(uri(runs[engine], node, 'TransformGraph'), 'transform_fn',
+                              'assets')
+  names = sorted(os.listdir(direct_assets))
+  assert names and sorted(os.listdir(other_assets)) == names
+  _, mismatch, errors = filecmp.cmpfiles(direct_assets, other_assets, names, shallow=False)
+  assert not mismatch and not errors
+
+
+@pytest.mark.parametrize('engine', ENGINES[1:])
+@pytest.mark.parametrize('node', TRANSFORMS)
+def test_the_analyzers_transform_the_same_raw_rows_alike(runs, engine, node):
+  # Each engine's transform graph, applied to the same raw rows: every analyzer's result
+  # (vocabulary ids, buckets, means and variances) shows in what it makes of them.
+  raw = records(os.path.join(uri(runs['direct'], 'CsvExampleGen', 'Examples'), 'Split-eval',
+                             '*'))[:500]
+  outputs = []
+  for root in (runs['direct'], runs[engine]):
+    output = tft.TFTransformOutput(uri(root, node, 'TransformGraph'))
+    spec = output.raw_feature_spec()
+    spec.pop('tips', None)  # The label is not needed to transform features.
+    features = tf.io.parse_example(tf.constant(raw), spec)
+    outputs.append({name: tf.sparse.to_dense(value).numpy()
+                    if isinstance(value, tf.sparse.SparseTensor) else value.numpy()
+                    for name, value in output.transform_raw_features(features).items()})
+  direct, other = outputs
+  assert set(other) == set(direct)
+  for name, values in direct.items():
+    if np.issubdtype(values.dtype, np.integer) or values.dtype == object:
+      np.testing.assert_array_equal(other[name], values, err_msg=name)
+    else:
+      np.testing.assert_allclose(other[name], values, rtol=FLOAT_TOLERANCE, atol=1e-6,
+                                 err_msg=name)
+
+
+@pytest.mark.parametrize('engine', ENGINES[1:])
+@pytest.mark.parametrize('node', TRANSFORMS)
+def test_the_transformed_examples_are_the_same_on_every_engine(runs, engine, node):
+  # Engines write rows in their own order: each feature's values are compared as a sorted
+  # column, integers exactly and floats to the analyzers' tolerance, and the integer
+  # features together as a multiset of rows.
+  for split in SPLITS:
+    columns = []
+    for root in (runs['direct'], runs[engine]):
+      pattern = os.path.join(uri(root, node, 'Examples'), f'Split-{split}', '*')
+      serialized = records(pattern)
+      columns.append((len(serialized), decoded(serialized), serialized))
+    (count, direct, direct_records), (other_count, other, other_records) = columns
+    assert other_count == count and count > 1000
+    assert set(other) == set(direct)
+    for (name, kind), values in direct.items():
+      if kind == 'float_list':
+        np.testing.assert_allclose(np.sort(other[(name, kind)]), np.sort(values),
+                                   rtol=FLOAT_TOLERANCE, atol=1e-6, err_msg=name)
+      else:
+        assert sorted(other[(name, kind)]) == sorted(values), name
+
+    def integer_rows(serialized):
+      rows = collections.Counter()
+      for record in serialized:
+        feature = tf.train.Example.FromString(record).features.feature
+        rows[tuple(sorted((name, tuple(value.int64_list.value))
+                          for name, value in feature.items()
+                          if value.WhichOneof('kind') == 'int64_list'))] += 1
+      return rows
+
+    assert integer_rows(other_records) == integer_rows(direct_records), split
