@@ -324,8 +324,9 @@ class Cluster:
   """A started engine: its processes, its job server's endpoint, and how to stop it."""
 
   def __init__(self, engine: str, work_dir: str, processes: List[Process], endpoint: str,
-               ui: str):
+               ui: str, slots: int = SLOTS):
     self.engine = engine
+    self.slots = slots
     self.work_dir = work_dir
     self.processes = processes
     self.endpoint = endpoint
@@ -338,7 +339,7 @@ class Cluster:
                            'log': process.log_path} for process in self.processes]}
 
   def beam_pipeline_args(self) -> List[str]:
-    return portable_runner_args(self.engine, self.endpoint)
+    return portable_runner_args(self.engine, self.endpoint, parallelism=self.slots)
 
   def lost(self) -> Optional[Process]:
     """The first process that exited while the cluster was meant to run, else None."""
@@ -440,7 +441,7 @@ def portable_runner_args(engine: str, endpoint: str, environment_type: str = 'LO
                      + ('the worker pool\'s HOST:PORT' if environment_type == 'EXTERNAL'
                         else 'Beam\'s JSON, e.g. {"command": "/opt/apache/beam/boot"}') + '.')
   if not isinstance(parallelism, int) or parallelism < 1:
-    raise ValueError(f'parallelism must be an integer >= 1; got {parallelism!r}.')
+    raise ValueError(f'--beam-parallelism must be an integer >= 1; got {parallelism!r}.')
   return ['--runner=PortableRunner', f'--job_endpoint={endpoint}',
           f'--environment_type={environment_type}',
           *([f'--environment_config={environment_config}'] if environment_config else []),
@@ -450,13 +451,18 @@ def portable_runner_args(engine: str, endpoint: str, environment_type: str = 'LO
 def engine_beam_args(beam_runner: str = 'direct', beam_endpoint: Optional[str] = None,
                      beam_environment_type: Optional[str] = None,
                      beam_environment_config: Optional[str] = None,
-                     beam_pipeline_args: Sequence[str] = ()) -> List[str]:
+                     beam_pipeline_args: Sequence[str] = (),
+                     beam_parallelism: Optional[int] = None) -> List[str]:
   """The Beam arguments of an engine, before the user's own: `create_pipeline`'s rules.
 
   Raises:
     ValueError: naming the parameter (`beam_runner`, `beam_endpoint`,
-      `beam_environment_type`, `beam_environment_config`) and what it must be.
+      `beam_environment_type`, `beam_environment_config`, `beam_parallelism`) and what it
+      must be.
   """
+  if beam_parallelism is not None and (not isinstance(beam_parallelism, int)
+                                       or beam_parallelism < 1):
+    raise ValueError(f'beam_parallelism must be an integer >= 1; got {beam_parallelism!r}.')
   if beam_runner == 'direct':
     for name, value in (('beam_endpoint', beam_endpoint),
                         ('beam_environment_type', beam_environment_type),
@@ -464,7 +470,13 @@ def engine_beam_args(beam_runner: str = 'direct', beam_endpoint: Optional[str] =
       if value:
         raise ValueError(f'{name} is for beam_runner=\'flink\' or \'spark\' (the '
                          f'portable runner); got {name}={value!r} with beam_runner=\'direct\'.')
-    return []
+    if beam_parallelism is None:
+      return []
+    # DirectRunner: one worker in this process, or that many worker processes.
+    return (['--direct_running_mode=in_memory', '--direct_num_workers=1']
+            if beam_parallelism == 1 else
+            ['--direct_running_mode=multi_processing',
+             f'--direct_num_workers={beam_parallelism}'])
   try:
     check_engine(beam_runner)
     if not beam_endpoint:
@@ -477,12 +489,12 @@ def engine_beam_args(beam_runner: str = 'direct', beam_endpoint: Optional[str] =
       raise ValueError(f'beam_pipeline_args name a runner ({named[0]}) and beam_runner is '
                        f'{beam_runner!r}: give one of the two.')
     return portable_runner_args(beam_runner, beam_endpoint, beam_environment_type or 'LOOPBACK',
-                                beam_environment_config)
+                                beam_environment_config, beam_parallelism or SLOTS)
   except ValueError as error:
     # The same checks serve the command line: name the Python parameters here.
     message = str(error)
     for flag in ('--beam-environment-type', '--beam-environment-config', '--beam-endpoint',
-                 '--beam-runner'):
+                 '--beam-runner', '--beam-parallelism'):
       message = message.replace(flag, flag[2:].replace('-', '_'))
     raise ValueError(message) from None
 
@@ -517,8 +529,8 @@ def _rest_json(url: str) -> Optional[dict]:
     return None
 
 
-def _flink_processes(engine_home: str, job_server: str, work_dir: str,
-                     log) -> (List[Process], str, str, callable):
+def _flink_processes(engine_home: str, job_server: str, work_dir: str, log,
+                     slots: int) -> (List[Process], str, str, callable):
   rpc_port, rest_port, job_port, artifact_port, expansion_port = free_ports(5)
   conf_dir = os.path.join(work_dir, 'conf')
   os.makedirs(conf_dir, exist_ok=True)
@@ -529,7 +541,7 @@ def _flink_processes(engine_home: str, job_server: str, work_dir: str,
         f'rest.bind-address: {LOOPBACK}', f'rest.port: {rest_port}',
         f'taskmanager.bind-host: {LOOPBACK}', f'taskmanager.host: {LOOPBACK}',
         'taskmanager.numberOfTaskSlots: 1', 'jobmanager.memory.process.size: 1024m',
-        'taskmanager.memory.process.size: 2048m', f'parallelism.default: {SLOTS}',
+        'taskmanager.memory.process.size: 2048m', f'parallelism.default: {slots}',
         # A batch exchange's sort-shuffle takes 512 network buffers by default, and TFX's
         # Transform runs dozens of exchanges at once: 8,192 buffers ran short. 64 each is
         # Flink's own floor for small jobs.
@@ -562,7 +574,7 @@ def _flink_processes(engine_home: str, job_server: str, work_dir: str,
   processes += [Process(f'flink taskmanager {index}', _java_command(
       flink_classpath, 'org.apache.flink.runtime.taskexecutor.TaskManagerRunner',
       ['--configDir', conf_dir, *dynamic], jvm_options),
-      os.path.join(logs, f'taskmanager-{index}.log')) for index in range(SLOTS)]
+      os.path.join(logs, f'taskmanager-{index}.log')) for index in range(slots)]
   processes.append(Process('flink job server', _java_command(
       [os.path.join(job_server, 'lib', '*')], JOB_SERVER_MAIN['flink'],
       [f'--flink-master={LOOPBACK}:{rest_port}', f'--job-host={LOOPBACK}',
@@ -571,12 +583,12 @@ def _flink_processes(engine_home: str, job_server: str, work_dir: str,
 
   def cluster_ready() -> bool:
     overview = _rest_json(f'http://{LOOPBACK}:{rest_port}/overview') or {}
-    return overview.get('slots-total', 0) >= SLOTS
+    return overview.get('slots-total', 0) >= slots
   return processes, f'{LOOPBACK}:{job_port}', f'http://{LOOPBACK}:{rest_port}', cluster_ready
 
 
-def _spark_processes(engine_home: str, job_server: str, work_dir: str,
-                     log) -> (List[Process], str, str, callable):
+def _spark_processes(engine_home: str, job_server: str, work_dir: str, log,
+                     slots: int) -> (List[Process], str, str, callable):
   master_port, master_ui, worker_ui, job_port, artifact_port, expansion_port = free_ports(6)
   spark_classpath = [os.path.join(engine_home, 'jars', '*')]
   logs = os.path.join(work_dir, 'logs')
@@ -588,7 +600,7 @@ def _spark_processes(engine_home: str, job_server: str, work_dir: str,
               os.path.join(logs, 'master.log')),
       Process('spark worker', _java_command(
           spark_classpath, 'org.apache.spark.deploy.worker.Worker',
-          [master, '--host', LOOPBACK, '--cores', str(SLOTS), '--memory', '2g',
+          [master, '--host', LOOPBACK, '--cores', str(slots), '--memory', '2g',
            '--webui-port', str(worker_ui), '--work-dir', os.path.join(work_dir, 'work')]),
               os.path.join(logs, 'worker.log')),
       Process('spark job server', _java_command(
@@ -600,17 +612,20 @@ def _spark_processes(engine_home: str, job_server: str, work_dir: str,
 
   def cluster_ready() -> bool:
     state = _rest_json(f'http://{LOOPBACK}:{master_ui}/json/') or {}
-    return state.get('aliveworkers', 0) >= 1 and state.get('cores', 0) >= SLOTS
+    return state.get('aliveworkers', 0) >= 1 and state.get('cores', 0) >= slots
   return processes, f'{LOOPBACK}:{job_port}', f'http://{LOOPBACK}:{master_ui}', cluster_ready
 
 
-def start(engine: str, work_dir: Optional[str] = None, log=print) -> Cluster:
+def start(engine: str, work_dir: Optional[str] = None, log=print,
+          slots: int = SLOTS) -> Cluster:
   """Fetches (once) and starts a local cluster of `engine` with Beam's job server for it.
 
   Args:
     engine: 'flink' or 'spark'.
     work_dir: Where its configuration, logs and scratch go (a new temporary folder if None).
     log: Where progress lines go.
+    slots: Flink: TaskManagers of one slot each; Spark: the worker's cores. Beam's
+      `--parallelism` is the same.
 
   Returns:
     The running Cluster; its `endpoint` takes Beam jobs. Stop it with `stop()` (or use it
@@ -622,6 +637,8 @@ def start(engine: str, work_dir: Optional[str] = None, log=print) -> Cluster:
       within its bound (naming it, with the end of its log).
   """
   check_engine(engine)
+  if not isinstance(slots, int) or slots < 1:
+    raise ValueError(f'--beam-parallelism must be an integer >= 1; got {slots!r}.')
   check_java()
   job_server = fetch_job_server(engine, log)
   check_job_server_version(os.path.join(job_server, 'lib'), engine)
@@ -629,20 +646,20 @@ def start(engine: str, work_dir: Optional[str] = None, log=print) -> Cluster:
   work_dir = work_dir or tempfile.mkdtemp(prefix=f'distillery-{engine}-')
   os.makedirs(os.path.join(work_dir, 'logs'), exist_ok=True)
   build = _flink_processes if engine == 'flink' else _spark_processes
-  processes, endpoint, ui, cluster_ready = build(engine_home, job_server, work_dir, log)
+  processes, endpoint, ui, cluster_ready = build(engine_home, job_server, work_dir, log, slots)
   environment = dict(os.environ)
   if engine == 'spark':
     # A worker launches executors from SPARK_HOME's jars; the Scala version is asked for by
     # name outside a source tree.
     environment.update({'SPARK_HOME': engine_home, 'SPARK_SCALA_VERSION': '2.12',
                         'SPARK_LOCAL_IP': LOOPBACK})
-  cluster = Cluster(engine, work_dir, processes, endpoint, ui)
+  cluster = Cluster(engine, work_dir, processes, endpoint, ui, slots)
   started = time.monotonic()
   try:
     engine_processes, job_server_process = processes[:-1], processes[-1]
     for process in engine_processes:
       process.start(environment)
-    _wait_until(f'the {engine} cluster had {SLOTS} slots', cluster_ready, engine_processes,
+    _wait_until(f'the {engine} cluster had {slots} slots', cluster_ready, engine_processes,
                 START_TIMEOUT_S)
     job_server_process.start(environment)
     job_port = int(endpoint.rsplit(':', 1)[1])

@@ -177,7 +177,8 @@ def compile_pipeline(args: argparse.Namespace) -> str:
       beam_runner=args.beam_runner,
       beam_endpoint=args.beam_endpoint,
       beam_environment_type=args.beam_environment_type,
-      beam_environment_config=args.beam_environment_config), write_out=False)
+      beam_environment_config=args.beam_environment_config,
+      beam_parallelism=args.beam_parallelism), write_out=False)
   write_package(pipeline_job, output_path)
   return output_path
 

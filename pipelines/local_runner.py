@@ -305,6 +305,11 @@ def add_beam_engine_arguments(parser: argparse.ArgumentParser,
   parser.add_argument('--beam-environment-config', metavar='CONFIG',
                       help='the worker pool\'s HOST:PORT (EXTERNAL), the image (DOCKER) or '
                       'Beam\'s boot JSON (PROCESS)')
+  parser.add_argument('--beam-parallelism', type=int, metavar='N',
+                      help='Flink and Spark: run each Beam stage N ways (default 2; the local '
+                      'cluster has N TaskManagers of one slot, or a worker of N cores). '
+                      'DirectRunner: 1 runs in the stage\'s process (the default of run), '
+                      'N > 1 in N worker processes')
 
 
 def check_beam_engine_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace,
@@ -312,6 +317,9 @@ def check_beam_engine_arguments(parser: argparse.ArgumentParser, args: argparse.
   """Refuses an endpoint or environment without an engine, or a malformed one, by name."""
   from tfx_distillery.pipelines import beam_cluster  # pylint: disable=g-import-not-at-top
   beam_runner = getattr(args, 'beam_runner', 'direct')
+  parallelism = getattr(args, 'beam_parallelism', None)
+  if parallelism is not None and parallelism < 1:
+    parser.error(f'--beam-parallelism must be >= 1; got {parallelism}')
   if beam_runner != 'direct' and not endpoint_required and not args.beam_endpoint:
     for flag, value in (('--beam-environment-type', args.beam_environment_type),
                         ('--beam-environment-config', args.beam_environment_config)):
@@ -321,11 +329,11 @@ def check_beam_engine_arguments(parser: argparse.ArgumentParser, args: argparse.
     return
   try:
     beam_cluster.engine_beam_args(beam_runner, args.beam_endpoint, args.beam_environment_type,
-                                  args.beam_environment_config)
+                                  args.beam_environment_config, (), parallelism)
   except ValueError as error:
     message = str(error)
     for name in ('beam_environment_type', 'beam_environment_config', 'beam_endpoint',
-                 'beam_runner'):
+                 'beam_runner', 'beam_parallelism'):
       message = message.replace(name, '--' + name.replace('_', '-'))
     parser.error(message)
 
@@ -557,8 +565,10 @@ def beam_engine(args: argparse.Namespace) -> Iterator[Dict[str, Any]]:
   (beam_cluster.start) that stops when the block ends: on success, failure or Ctrl-C.
   """
   engine = getattr(args, 'beam_runner', 'direct')
+  parallelism = getattr(args, 'beam_parallelism', None)
   if engine == 'direct':
-    yield {'beam_pipeline_args': list(DIRECT_RUNNER_ARGS)}
+    yield ({'beam_parallelism': parallelism} if parallelism
+           else {'beam_pipeline_args': list(DIRECT_RUNNER_ARGS)})
     return
   from tfx_distillery.pipelines import beam_cluster  # pylint: disable=g-import-not-at-top
   logger = progress.get_logger()
@@ -568,9 +578,11 @@ def beam_engine(args: argparse.Namespace) -> Iterator[Dict[str, Any]]:
                 args.beam_environment_type or 'LOOPBACK')
     yield {'beam_runner': engine, 'beam_endpoint': endpoint,
            'beam_environment_type': args.beam_environment_type,
-           'beam_environment_config': args.beam_environment_config}
+           'beam_environment_config': args.beam_environment_config,
+           'beam_parallelism': parallelism}
     return
-  with beam_cluster.start(engine, log=logger.info) as cluster:
+  with beam_cluster.start(engine, log=logger.info,
+                          slots=parallelism or beam_cluster.SLOTS) as cluster:
     logger.info('beam: the SDK harness runs in each Beam stage\'s own process (LOOPBACK): '
                 'the local cluster needs no Docker and no Python workers of its own')
 
@@ -583,7 +595,8 @@ def beam_engine(args: argparse.Namespace) -> Iterator[Dict[str, Any]]:
 
     try:
       with cluster.watched(on_loss):
-        yield {'beam_runner': engine, 'beam_endpoint': cluster.endpoint}
+        yield {'beam_runner': engine, 'beam_endpoint': cluster.endpoint,
+               'beam_parallelism': cluster.slots}
     except BaseException as error:
       lost = cluster.lost()
       if lost is None:

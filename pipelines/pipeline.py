@@ -285,6 +285,7 @@ def create_pipeline(pipeline_name: str,
                     beam_endpoint: Optional[str] = None,
                     beam_environment_type: Optional[str] = None,
                     beam_environment_config: Optional[str] = None,
+                    beam_parallelism: Optional[int] = None,
                     **component_arguments) -> tfx_pipeline.Pipeline:
   """The whole chain as one `tfx.dsl.Pipeline`, for LocalDagRunner and the Kubeflow compile.
 
@@ -303,6 +304,8 @@ def create_pipeline(pipeline_name: str,
       worker pool beside each TaskManager or executor), DOCKER or PROCESS.
     beam_environment_config: The worker pool's HOST:PORT (EXTERNAL), the image (DOCKER)
       or Beam's boot JSON (PROCESS).
+    beam_parallelism: Beam's `--parallelism` on Flink or Spark (default 2); on DirectRunner,
+      1 runs in memory and N > 1 in N worker processes (default: Beam's choice).
     **component_arguments: `create_components`' arguments: the data, module files,
       label, steps, stages and the gate's limits.
 
@@ -312,7 +315,7 @@ def create_pipeline(pipeline_name: str,
   parameters.refuse_secrets('beam_pipeline_args', beam_pipeline_args)
   beam_pipeline_args = beam_cluster.engine_beam_args(
       beam_runner, beam_endpoint, beam_environment_type, beam_environment_config,
-      beam_pipeline_args or []) + list(beam_pipeline_args or [])
+      beam_pipeline_args or [], beam_parallelism) + list(beam_pipeline_args or [])
   return tfx_pipeline.Pipeline(
       pipeline_name=pipeline_name,
       pipeline_root=pipeline_root,

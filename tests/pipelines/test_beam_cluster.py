@@ -193,3 +193,20 @@ def test_the_console_hides_the_engines_data_plane_hang_ups_only():
   assert hides.filter(_record(data_plane, RuntimeError('boom')))
   assert hides.filter(_record('apache_beam.runners.worker.sdk_worker',
                               _Cancelled(grpc.StatusCode.CANCELLED)))
+
+
+def test_beam_parallelism_sets_the_engines_ways_and_the_direct_runners_processes(tmp_path):
+  assert '--parallelism=1' in taxi_pipeline(
+      tmp_path, beam_runner='spark', beam_endpoint='h:1', beam_parallelism=1).beam_pipeline_args
+  direct = taxi_pipeline(tmp_path, beam_parallelism=2).beam_pipeline_args
+  assert direct[1:] == ['--direct_running_mode=multi_processing', '--direct_num_workers=2']
+  assert taxi_pipeline(tmp_path, beam_parallelism=1).beam_pipeline_args[1:] == [
+      '--direct_running_mode=in_memory', '--direct_num_workers=1']
+  with pytest.raises(ValueError, match='beam_parallelism must be an integer >= 1; got 0'):
+    taxi_pipeline(tmp_path, beam_parallelism=0)
+
+
+def test_run_refuses_a_parallelism_below_one(capsys):
+  with pytest.raises(SystemExit):
+    cli.main(['run', '--dataset', 'taxi', '--beam-runner', 'flink', '--beam-parallelism', '0'])
+  assert '--beam-parallelism must be >= 1; got 0' in capsys.readouterr().err
