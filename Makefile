@@ -8,13 +8,19 @@ PYTHON := $(VENV)/bin/python
 # Touched only after a successful install, so a second call installs nothing.
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test test-e2e venv clean bench bench-all bench-stale
+.PHONY: demo test test-e2e venv engines clean bench bench-all bench-stale
 
 venv: $(INSTALLED)
 
 $(INSTALLED): pyproject.toml requirements/lock.txt scripts/setup_venv.sh
 	bash scripts/setup_venv.sh $(VENV)
 	touch $(INSTALLED)
+
+# Apache Flink and Spark with Beam's job servers, for `distillery run --beam-runner flink|spark`
+# and the engine tests: Maven and PyPI through the registries, into the engine cache
+# (~/.cache/tfx-distillery/engines, or DISTILLERY_ENGINE_CACHE). Needs Java 11+ and Maven.
+engines: $(INSTALLED)
+	$(PYTHON) -m tfx_distillery.pipelines.beam_cluster fetch flink spark
 
 demo: $(INSTALLED)
 	DISTILLERY_HOME=$(CURDIR) $(VENV)/bin/distillery run --dataset taxi

@@ -17,6 +17,7 @@ checked with a bounded wait and dies with the process that started it (Linux's
 PR_SET_PDEATHSIG). `stop` ends a cluster that `start` left running.
 
 Usage:
+  python -m tfx_distillery.pipelines.beam_cluster fetch [flink] [spark]
   python -m tfx_distillery.pipelines.beam_cluster start flink|spark [--state-dir DIR]
   python -m tfx_distillery.pipelines.beam_cluster stop [--state-dir DIR]
 """
@@ -692,13 +693,24 @@ def _state_path(state_dir: str) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument('action', choices=('start', 'stop'))
-  parser.add_argument('engine', nargs='?', help='flink or spark (start only)')
+  parser.add_argument('action', choices=('fetch', 'start', 'stop'))
+  parser.add_argument('engine', nargs='*', help='flink or spark (fetch takes both)')
   parser.add_argument('--state-dir', default=os.path.join(tempfile.gettempdir(),
                                                            'distillery-beam-cluster'),
                       help='where start records the processes that stop ends')
   args = parser.parse_args(argv)
   state_path = _state_path(args.state_dir)
+  if args.action == 'fetch':
+    # What `start` needs, ahead of time (make engines, CI): the jars, through the registries.
+    for engine in args.engine or ENGINES:
+      try:
+        check_engine(engine)
+      except ValueError as error:
+        parser.error(str(error).replace('--beam-runner', 'engine'))
+      check_java()
+      check_job_server_version(os.path.join(fetch_job_server(engine), 'lib'), engine)
+      print(f'beam_cluster: {engine} is in {fetch_engine(engine)}')
+    return 0
   if args.action == 'stop':
     if not os.path.exists(state_path):
       print(f'beam_cluster: no cluster recorded in {args.state_dir}')
@@ -718,8 +730,11 @@ def main(argv: Optional[List[str]] = None) -> int:
       os.remove(state_path)
     print(f'beam_cluster: stopped the {state["engine"]} cluster')
     return 0
+  if len(args.engine) != 1:
+    parser.error('start takes one engine: flink or spark')
+  args.engine = args.engine[0]
   try:
-    check_engine(args.engine or '')
+    check_engine(args.engine)
   except ValueError as error:
     parser.error(str(error).replace('--beam-runner', 'engine'))
   if os.path.exists(state_path):
