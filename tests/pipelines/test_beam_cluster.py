@@ -210,3 +210,15 @@ def test_run_refuses_a_parallelism_below_one(capsys):
   with pytest.raises(SystemExit):
     cli.main(['run', '--dataset', 'taxi', '--beam-runner', 'flink', '--beam-parallelism', '0'])
   assert '--beam-parallelism must be >= 1; got 0' in capsys.readouterr().err
+
+
+def test_the_images_beam_boot_is_the_locked_sdks_version():
+  # A worker pool whose boot is of another Beam version than the submitting SDK fails.
+  repository = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  with open(os.path.join(repository, 'Dockerfile')) as handle:
+    dockerfile = handle.read()
+  with open(os.path.join(repository, 'requirements', 'lock.txt')) as handle:
+    [locked] = [line.split('==')[1].split()[0] for line in handle
+                if line.startswith('apache-beam==')]
+  assert f'FROM apache/beam_python3.10_sdk:{locked} AS beam_sdk' in dockerfile
+  assert locked == beam_cluster.beam_sdk_version()
