@@ -1,11 +1,14 @@
-"""Beam's DirectRunner without its first try of Prism, for every Beam stage we start.
+"""Beam's DirectRunner, kept off Prism, for every Beam stage we start.
 
-Beam 2.74's DirectRunner hands a batch pipeline to Prism first: a Go runner that it
-downloads at run time. Offline the download fails after 0.3 to 2.5 s per pipeline, about
-8 s per whole run, and Beam falls back to its FnApiRunner. Online it fetches the binary
-and runs TFX's stages on a runner that TFX 1.16 was not tested against. Beam already skips
-Prism in a notebook; this runner skips it everywhere, so a run takes the same path in the
-notebook, the CLI and the tests. A runner the user names is kept.
+Beam's DirectRunner may hand a batch pipeline to Prism: a Go runner that it downloads at
+run time. Beam 2.74 tried Prism first for every batch pipeline: offline that failed after
+0.3 to 2.5 s per pipeline (about 8 s per whole run) before Beam fell back to its
+FnApiRunner, and online it fetched the binary and ran TFX's stages on a runner TFX 1.16 was
+not tested against. Beam skips Prism in a notebook, and this runner sets the notebook's
+flag, so that a run takes the same path in the notebook, the CLI and the tests. Beam 2.62,
+our pin, goes to its FnApiRunner first and to Prism only with a pipeline the FnApiRunner
+cannot run (streaming, real-time timers), which no TFX stage is; it does not read the flag.
+A runner the user names is kept.
 
 The class keeps Beam's name, SwitchingDirectRunner: Beam's `Pipeline.run` skips a round
 trip of the whole pipeline through its runner API, with stand-in coders, only for a
@@ -30,7 +33,7 @@ RUNNER_ARGUMENT = f'--runner={RUNNER_PATH}'
 
 
 class SwitchingDirectRunner(direct_runner.SwitchingDirectRunner):
-  """Beam's DirectRunner, which goes straight to the FnApiRunner as it does in a notebook.
+  """Beam's DirectRunner, which goes to the FnApiRunner as it does in a notebook.
 
   Beam reads the class name (`apache_beam/pipeline.py`, `Pipeline.run`): keep it.
   """
