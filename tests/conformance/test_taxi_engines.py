@@ -33,7 +33,9 @@ from tfx_distillery.pipelines import beam_cluster
 from tfx_distillery.pipelines import datasets
 from tests.conformance import chain
 
-pytestmark = pytest.mark.e2e  # long: make test-e2e
+# Long: make test-e2e. Three runs of the stages and two clusters' start-ups in the module's
+# first test: 20 minutes on a busy 2-core machine.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(3600)]
 
 NAME = 'taxi-engines'
 MODULE_FILE = os.path.join(chain.TFX_ROOT, 'examples', 'chicago_taxi_pipeline',

@@ -12,7 +12,8 @@ import pytest
 
 from tests.reliability import messy_csv
 
-pytestmark = pytest.mark.e2e  # long: make test-e2e
+# Long: make test-e2e. Per engine, a run stopped at StatisticsGen, then a whole run.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2400)]
 
 # From the kill to the run's exit: the watchdog polls each second, then the Beam stage and
 # the cluster stop (each cluster process gets 30 s to end before it is killed).
