@@ -80,6 +80,9 @@ _PR_SET_PDEATHSIG = 1
 class ClusterError(RuntimeError):
   """A cluster that could not be fetched, started or reached; the message says which part."""
 
+  # The message says what to do: the CLI adds no advice of its own.
+  says_what_to_do = True
+
 
 def beam_sdk_version() -> str:
   return beam_version.__version__

@@ -732,9 +732,10 @@ def run_with_exit_status(args: argparse.Namespace) -> int:
     print(f'error: {error}', file=sys.stderr)
     return EXIT_BAD_INPUT
   except RuntimeError as error:
-    print(f'error: the pipeline failed: {error}\nThe lines above name the component that '
-          'failed; fix its input and rerun (finished components are taken from the cache).',
-          file=sys.stderr)
+    advice = ('' if getattr(error, 'says_what_to_do', False) else
+              '\nThe lines above name the component that failed; fix its input and rerun '
+              '(finished components are taken from the cache).')
+    print(f'error: the pipeline failed: {error}{advice}', file=sys.stderr)
     return EXIT_FAILED
   except Exception as error:  # pylint: disable=broad-except
     log_path = os.path.join(pipeline_root_of(args), 'pipeline.log')

@@ -70,6 +70,7 @@ def test_a_lost_engine_process_fails_the_run_by_name_and_a_rerun_completes(
   assert took < FAILURE_BOUND_S
   assert f'the local {engine} cluster lost its {role}' in output
   assert 'during StatisticsGen' in output or 'during IngestionTransform' in output, output
+  assert 'fix its input' not in output  # The data is fine: the message says to rerun.
   # No cluster process outlives the run, and nothing was pushed.
   time.sleep(2)
   assert len(cluster) >= 3  # The engine's processes and Beam's job server.
