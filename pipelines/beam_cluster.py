@@ -404,6 +404,9 @@ def _signal_group(pid: int, signum: int) -> None:
     os.killpg(pid, signum)
 
 
+# The environment variable through which a run's Beam stages find its local cluster's job
+# server (`engine_beam_args` with a placeholder endpoint).
+ENDPOINT_VARIABLE = 'DISTILLERY_BEAM_JOB_ENDPOINT'
 # Where the portable runner runs the Python SDK harness (Beam's `--environment_type`).
 ENVIRONMENT_TYPES = ('LOOPBACK', 'PROCESS', 'EXTERNAL', 'DOCKER')
 
@@ -492,6 +495,15 @@ def engine_beam_args(beam_runner: str = 'direct', beam_endpoint: Optional[str] =
     if named:
       raise ValueError(f'beam_pipeline_args name a runner ({named[0]}) and beam_runner is '
                        f'{beam_runner!r}: give one of the two.')
+    if not isinstance(beam_endpoint, str):
+      # A placeholder (TFX's environment_variable) that TFX resolves when the stage runs:
+      # the pipeline, and so its cache key, stays the same whatever port the job server
+      # of a run's local cluster got.
+      arguments = portable_runner_args(beam_runner, '127.0.0.1:1',
+                                       beam_environment_type or 'LOOPBACK',
+                                       beam_environment_config, beam_parallelism or SLOTS)
+      return [('--job_endpoint=' + beam_endpoint) if argument.startswith('--job_endpoint=')
+              else argument for argument in arguments]
     return portable_runner_args(beam_runner, beam_endpoint, beam_environment_type or 'LOOPBACK',
                                 beam_environment_config, beam_parallelism or SLOTS)
   except ValueError as error:

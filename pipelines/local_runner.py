@@ -594,8 +594,14 @@ def beam_engine(args: argparse.Namespace) -> Iterator[Dict[str, Any]]:
       _thread.interrupt_main()
 
     try:
+      # The endpoint reaches the stages through the environment, not the pipeline: each
+      # run's cluster has its own port, and a port in the pipeline would miss the cache.
+      from tfx.dsl.placeholder import runtime_placeholders  # pylint: disable=g-import-not-at-top
+      os.environ[beam_cluster.ENDPOINT_VARIABLE] = cluster.endpoint
       with cluster.watched(on_loss):
-        yield {'beam_runner': engine, 'beam_endpoint': cluster.endpoint,
+        yield {'beam_runner': engine,
+               'beam_endpoint': runtime_placeholders.environment_variable(
+                   beam_cluster.ENDPOINT_VARIABLE),
                'beam_parallelism': cluster.slots}
     except BaseException as error:
       lost = cluster.lost()

@@ -45,6 +45,8 @@ class SwitchingDirectRunner(direct_runner.SwitchingDirectRunner):
 def runner_name(beam_pipeline_args: Sequence[str]) -> Optional[str]:
   """The runner the arguments name (`--runner=X` or `--runner X`), or None."""
   for position, argument in enumerate(beam_pipeline_args):
+    if not isinstance(argument, str):  # A placeholder TFX resolves at run time.
+      continue
     if argument.startswith('--runner='):
       return argument.split('=', 1)[1]
     if argument == '--runner' and position + 1 < len(beam_pipeline_args):

@@ -222,3 +222,17 @@ def test_the_images_beam_boot_is_the_locked_sdks_version():
                 if line.startswith('apache-beam==')]
   assert f'FROM apache/beam_python3.10_sdk:{locked} AS beam_sdk' in dockerfile
   assert locked == beam_cluster.beam_sdk_version()
+
+
+def test_a_placeholder_endpoint_keeps_the_pipeline_the_same_whatever_the_port(tmp_path):
+  # A local cluster's job server gets a new port each run; through an environment variable
+  # that TFX resolves when the stage runs, the pipeline (and so its cache key) stays the same.
+  from tfx.dsl.placeholder import runtime_placeholders  # pylint: disable=g-import-not-at-top
+  endpoint = runtime_placeholders.environment_variable(beam_cluster.ENDPOINT_VARIABLE)
+  arguments = taxi_pipeline(tmp_path, beam_runner='flink',
+                            beam_endpoint=endpoint).beam_pipeline_args
+  assert arguments[0] == '--runner=PortableRunner'
+  assert not isinstance(arguments[1], str)
+  assert 'DISTILLERY_BEAM_JOB_ENDPOINT' in str(arguments[1].encode())
+  assert '--job_endpoint=' in str(arguments[1].encode())
+  assert arguments[2:] == ['--environment_type=LOOPBACK', '--parallelism=2']
