@@ -44,6 +44,8 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 from apache_beam import version as beam_version
 
+from tfx_distillery.components.common import ports
+
 ENGINES = ('flink', 'spark')
 # The engine versions Beam's runners for this SDK are built against: Beam 2.62's Flink
 # runner is beam-runners-flink-1.19 (Flink 1.19.0); its Spark runner, beam-runners-spark-3,
@@ -279,16 +281,11 @@ def _die_with_parent() -> None:
 
 def free_ports(count: int) -> List[int]:
   """`count` distinct free ports on loopback, held together until all are chosen."""
-  sockets = []
   try:
-    for _ in range(count):
-      handle = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-      sockets.append(handle)
-      handle.bind((LOOPBACK, 0))
-    return [handle.getsockname()[1] for handle in sockets]
-  finally:
-    for handle in sockets:
-      handle.close()
+    return ports.free_ports(count, LOOPBACK)
+  except OSError as error:
+    raise ClusterError(f'no free port on {LOOPBACK} for the cluster\'s {count} listeners: '
+                       f'{error}') from error
 
 
 def answers(port: int, host: str = LOOPBACK, timeout: float = 2.0) -> bool:

@@ -16,7 +16,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ import time
 from typing import Dict, List, Optional
 
 from tfx_distillery.components.common import heartbeat
+from tfx_distillery.components.common import ports
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.common import strategy as strategy_lib
 
@@ -75,20 +75,12 @@ def pick_free_ports(count: int, host: str = LOOPBACK) -> List[int]:
   Raises:
     RuntimeError: when the system has no free port, naming how many were needed.
   """
-  sockets = []
   try:
-    for _ in range(count):
-      handle = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-      sockets.append(handle)
-      handle.bind((host, 0))
-    return [handle.getsockname()[1] for handle in sockets]
+    return ports.free_ports(count, host)
   except OSError as error:
     raise RuntimeError(
         f'no free port on {host}: num_workers + num_parameter_servers processes need '
         f'{count} ports ({error}).') from error
-  finally:
-    for handle in sockets:
-      handle.close()
 
 
 def plan_tasks(training: strategy_lib.TrainingSettings, ports: List[int]) -> List[Task]:

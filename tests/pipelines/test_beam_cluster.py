@@ -12,6 +12,7 @@ import grpc
 
 import pytest
 
+from tfx_distillery.components.common import ports
 from tfx_distillery.pipelines import beam_cluster
 from tfx_distillery.pipelines import cli
 from tfx_distillery.pipelines import datasets
@@ -236,3 +237,12 @@ def test_a_placeholder_endpoint_keeps_the_pipeline_the_same_whatever_the_port(tm
   assert 'DISTILLERY_BEAM_JOB_ENDPOINT' in str(arguments[1].encode())
   assert '--job_endpoint=' in str(arguments[1].encode())
   assert arguments[2:] == ['--environment_type=LOOPBACK', '--parallelism=2']
+
+
+def test_no_free_port_for_the_cluster_is_a_clear_error(monkeypatch):
+  def refuse(self, address):
+    raise OSError(98, 'Address already in use')
+  monkeypatch.setattr(ports.socket.socket, 'bind', refuse)
+  with pytest.raises(beam_cluster.ClusterError, match="no free port on 127.0.0.1 for the "
+                     "cluster's 5 listeners"):
+    beam_cluster.free_ports(5)

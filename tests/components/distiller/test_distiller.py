@@ -480,13 +480,11 @@ def test_the_size_search_goes_on_past_a_float_pass_to_a_larger_share_whose_int8_
   assert metrics['student_parameters'] == larger['parameters']
 
 
-def test_the_size_search_passes_no_share_that_only_guesses_the_majority_class(
-    data, teacher, tmp_path, monkeypatch):
-  # TFX's stock taxi teacher at 1,000 steps is a few points above the majority class, so
-  # its budget reaches down to a student that always guesses it. Here the smallest share's
-  # student answers as the constant guess (its float and int8 models both): within a
-  # budget of 1.0, yet the search goes on to the next share, as the gate would refuse it.
-  training_now = {}
+def set_answers(monkeypatch, answers):
+  """Makes each student's measured correctness `answers(student name, its own correctness,
+  the evaluation set, the teacher's)`; the teacher, measured before any student trains,
+  keeps its own."""
+  training_now, teacher = {}, {}
   original_train = training.Distillation.train_student
   original_correct = training.measuring.correct_predictions
 
@@ -495,12 +493,28 @@ def test_the_size_search_passes_no_share_that_only_guesses_the_majority_class(
     return original_train(self, temperature, alpha, name, *args, **kwargs)
 
   def correct_predictions(scorer, evaluation_set):
-    if training_now.get('name') == 'student-share0.005':
-      return training.measuring.majority_correct(evaluation_set.labels)
-    return original_correct(scorer, evaluation_set)
+    correct = original_correct(scorer, evaluation_set)
+    if 'name' not in training_now:
+      teacher['correct'] = correct
+      return correct
+    return answers(training_now['name'], correct, evaluation_set, teacher['correct'])
 
   monkeypatch.setattr(training.Distillation, 'train_student', train_student)
   monkeypatch.setattr(training.measuring, 'correct_predictions', correct_predictions)
+
+
+def test_the_size_search_passes_no_share_that_only_guesses_the_majority_class(
+    data, teacher, tmp_path, monkeypatch):
+  # TFX's stock taxi teacher at 1,000 steps is a few points above the majority class, so
+  # its budget reaches down to a student that always guesses it. Here the smallest share's
+  # student answers as the constant guess (its float and int8 models both): within a
+  # budget of 1.0, yet the search goes on to the next share, as the gate would refuse it.
+  def answers(student_name, correct, evaluation_set, _):
+    if student_name == 'student-share0.005':
+      return training.measuring.majority_correct(evaluation_set.labels)
+    return correct
+
+  set_answers(monkeypatch, answers)
   _, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
                              train_baseline=False, train_steps=40,
                              student_parameter_shares=(0.005, 0.3), max_accuracy_drop=1.0)
@@ -520,26 +534,13 @@ def test_the_size_search_keeps_no_share_that_clears_the_budget_only_within_its_n
   # The search keeps what looks best on eval, so it asks the drop plus one standard error
   # to be within the budget: it goes on to the larger share, here the teacher's twin.
   flipped = 3
-  training_now, teacher_correct = {}, {}
-  original_train = training.Distillation.train_student
-  original_correct = training.measuring.correct_predictions
+  def answers(student_name, _, __, teacher_correct):
+    twin = teacher_correct.copy()
+    if student_name == 'student-share0.005':
+      twin[np.flatnonzero(twin)[:flipped]] = False
+    return twin
 
-  def train_student(self, temperature, alpha, name, *args, **kwargs):
-    training_now['name'] = name
-    return original_train(self, temperature, alpha, name, *args, **kwargs)
-
-  def correct_predictions(scorer, evaluation_set):
-    correct = original_correct(scorer, evaluation_set)
-    if 'name' not in training_now:  # The teacher, measured before any student trains.
-      teacher_correct['eval'] = correct
-      return correct
-    answers = teacher_correct['eval'].copy()
-    if training_now['name'] == 'student-share0.005':
-      answers[np.flatnonzero(answers)[:flipped]] = False
-    return answers
-
-  monkeypatch.setattr(training.Distillation, 'train_student', train_student)
-  monkeypatch.setattr(training.measuring, 'correct_predictions', correct_predictions)
+  set_answers(monkeypatch, answers)
   eval_examples = len(data[2])  # All of eval is measured: fewer than eval_examples.
   _, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
                              train_baseline=False, train_steps=8,

@@ -21,6 +21,7 @@ from tfx_distillery.components import DistributedTrainer
 from tfx_distillery.components.distributed_trainer import cluster
 from tfx_distillery.components.distributed_trainer import executor as trainer_executor
 from tfx_distillery.components.common import strategy as strategy_lib
+from tfx_distillery.components.common import ports
 from tfx_distillery.pipelines import datasets
 from tests import helpers
 
@@ -291,7 +292,7 @@ def test_early_stopping_patience_reaches_run_fn_through_custom_config():
 def test_no_free_port_is_a_clear_error(monkeypatch):
   def refuse(self, address):
     raise OSError(98, 'Address already in use')
-  monkeypatch.setattr(cluster.socket.socket, 'bind', refuse)
+  monkeypatch.setattr(ports.socket.socket, 'bind', refuse)
   with pytest.raises(RuntimeError, match='no free port on 127.0.0.1: num_workers'):
     cluster.pick_free_ports(3)
 
