@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import ctypes
 import dataclasses
+import importlib.metadata
 import json
 import os
 import re
@@ -41,8 +42,6 @@ import time
 import urllib.error
 import urllib.request
 from typing import Dict, Iterator, List, Optional, Sequence
-
-from apache_beam import version as beam_version
 
 from tfx_distillery.components.common import ports
 
@@ -87,7 +86,10 @@ class ClusterError(RuntimeError):
 
 
 def beam_sdk_version() -> str:
-  return beam_version.__version__
+  # From the installed distribution's metadata: importing apache_beam loads its Google
+  # Cloud modules, whose FutureWarnings would reach the console before the run sends
+  # library output to its log file.
+  return importlib.metadata.version('apache-beam')
 
 
 def cache_dir() -> str:

@@ -5,6 +5,7 @@ import logging
 import os
 import socket
 import stat
+import subprocess
 import sys
 import time
 
@@ -246,3 +247,19 @@ def test_no_free_port_for_the_cluster_is_a_clear_error(monkeypatch):
   with pytest.raises(beam_cluster.ClusterError, match="no free port on 127.0.0.1 for the "
                      "cluster's 5 listeners"):
     beam_cluster.free_ports(5)
+
+
+def test_checking_the_engine_arguments_loads_no_beam_before_the_console_is_redirected():
+  # Importing apache_beam loads its Google Cloud modules, whose FutureWarnings would reach the
+  # console: the arguments are checked before the run sends library output to its log.
+  checked = subprocess.run(
+      [sys.executable, '-W', 'error::FutureWarning', '-c',
+       'import sys\n'
+       'from tfx_distillery.pipelines import local_runner\n'
+       "local_runner.parse_args(['--dataset', 'taxi', '--beam-runner', 'flink', "
+       "'--beam-parallelism', '1'])\n"
+       "print(sorted(name for name in sys.modules if name.split('.')[0] in "
+       "('apache_beam', 'tensorflow') or name.startswith(('google.auth', 'google.api_core'))))"],
+      capture_output=True, text=True, timeout=120, check=False)
+  assert checked.returncode == 0, checked.stderr
+  assert checked.stdout.strip() == '[]'
