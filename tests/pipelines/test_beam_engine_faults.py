@@ -30,8 +30,14 @@ def distillery_process(arguments, home, log):
 
 
 def engine_processes(parent_pid, main_class):
-  return [child for child in psutil.Process(parent_pid).children(recursive=True)
-          if main_class in ' '.join(child.cmdline())]
+  found = []
+  for child in psutil.Process(parent_pid).children(recursive=True):
+    try:  # Spark's worker starts and ends executors as jobs come and go.
+      if main_class in ' '.join(child.cmdline()):
+        found.append(child)
+    except psutil.Error:
+      continue
+  return found
 
 
 @pytest.mark.parametrize('engine, role, main_class', [
