@@ -40,12 +40,15 @@ def engine_processes(parent_pid, main_class):
   return found
 
 
-@pytest.mark.parametrize('engine, role, main_class', [
-    ('flink', 'flink taskmanager', 'TaskManagerRunner'),
-    ('spark', 'spark worker', 'org.apache.spark.deploy.worker.Worker'),
+# The rerun is a whole run on the engine (about 8 minutes here): Flink's shows that a rerun
+# completes from the cache; Spark's loss is checked up to the run's end, to keep make
+# test-e2e within CI's time.
+@pytest.mark.parametrize('engine, role, main_class, rerun', [
+    ('flink', 'flink taskmanager', 'TaskManagerRunner', True),
+    ('spark', 'spark worker', 'org.apache.spark.deploy.worker.Worker', False),
 ])
 def test_a_lost_engine_process_fails_the_run_by_name_and_a_rerun_completes(
-    tmp_path, engine, role, main_class):
+    tmp_path, engine, role, main_class, rerun):
   data = messy_csv.make_case(5, [], rows=300).write(tmp_path / 'data')
   arguments = ['run', '--dataset', 'csv', '--data', data, '--label', messy_csv.LABEL,
                '--beam-runner', engine, '--train-steps', '40', '--student-train-steps', '40',
@@ -83,6 +86,8 @@ def test_a_lost_engine_process_fails_the_run_by_name_and_a_rerun_completes(
   assert not [process for process in cluster
               if process.is_running() and process.status() != psutil.STATUS_ZOMBIE]
   assert not glob.glob(str(home / 'serving' / '*' / '[0-9]*'))
+  if not rerun:
+    return
   # The same command completes on a new cluster, finished components from the cache.
   with open(tmp_path / 'second.log', 'w') as log:
     rerun = distillery_process(arguments, home, log)
