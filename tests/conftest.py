@@ -31,6 +31,8 @@ LONGEST_MODULES_FIRST = (
     'tests/reliability/test_bad_data.py',
     'tests/components/quantizer/test_raw_flatbuffer.py',
     'tests/conformance/test_penguin.py',
+    # TFX's taxi and penguin fronts, then their module files with micro_batches=4 (#63).
+    'tests/conformance/test_micro_batches_stock.py',
     'tests/reliability/test_kill_during_training.py',
     'tests/components/distiller/test_distiller.py',
     'tests/pipelines/test_own_label.py',

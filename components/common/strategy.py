@@ -37,6 +37,7 @@ class TrainingSettings:
     progress_timeout_seconds: Seconds a process may go without progress; 0 for none.
     random_seed: The run's seed, which every process applies; None leaves them unseeded.
     deterministic: Whether processes turn on op determinism (the seed was given).
+    micro_batches: Micro-batches per step, their gradients applied once (1: none).
   """
   strategy: str = 'multi_worker_mirrored'
   communication: str = 'auto'
@@ -47,6 +48,7 @@ class TrainingSettings:
   progress_timeout_seconds: float = 0.0
   random_seed: Optional[int] = None
   deterministic: bool = False
+  micro_batches: int = 1
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)

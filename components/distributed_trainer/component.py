@@ -13,6 +13,7 @@ from tfx_distillery.components.common import modules
 from tfx_distillery.components.common import parameters
 from tfx_distillery.components.common import seeding
 from tfx_distillery.components.distributed_trainer import executor
+from tfx_distillery.components.distributed_trainer import micro_batches as micro_batches_lib
 from tfx_distillery.components.distributed_trainer import spec as trainer_spec
 from tfx_distillery.components.common import strategy as strategy_lib
 
@@ -61,6 +62,7 @@ class DistributedTrainer(Trainer):
                num_workers: int = 1,
                num_parameter_servers: int = 0,
                communication: str = 'auto',
+               micro_batches: int = 1,
                vertex_training: Optional[Dict[str, Any]] = None,
                early_stopping_patience: Optional[int] = None,
                progress_timeout_seconds: float = (
@@ -88,6 +90,13 @@ class DistributedTrainer(Trainer):
         multi_worker_mirrored, reduce_to_one_device under mirrored on CPUs), `ring`
         or `nccl` (multi_worker_mirrored), `nccl` or `reduce_to_one_device`
         (mirrored).
+      micro_batches: Splits each batch into this many micro-batches (sizes differ by
+        at most one), accumulates their gradients and applies them once per step: one
+        all-reduce per step under the mirrored strategies. The update is the whole
+        batch's (BatchNormalization excepted: its statistics are per micro-batch),
+        with a micro-batch's activations in memory instead of the batch's. Works with
+        any module file whose model trains with Keras' own `fit` and train_step.
+        At most the batch size (custom_config's `batch_size` where given). Default 1.
       vertex_training: Train on Vertex AI worker pools instead of local
         processes: `project`, `region` and `image` (with TFX and this package),
         optionally `machine_type`, `accelerator_type`, `accelerator_count`.
@@ -109,6 +118,9 @@ class DistributedTrainer(Trainer):
     strategy_lib.validate(strategy, num_workers, num_parameter_servers, communication)
     strategy_lib.validate_progress_timeout(progress_timeout_seconds)
     seeding.validate(random_seed)
+    batch_size = (custom_config or {}).get('batch_size')
+    micro_batches_lib.validate(micro_batches,
+                               batch_size if isinstance(batch_size, int) else None)
     vertex_json = None
     if module_file and not run_fn:
       modules.check_module_defines(module_file, 'run_fn', '(fn_args)')
@@ -149,6 +161,7 @@ class DistributedTrainer(Trainer):
            trainer_spec.NUM_WORKERS_KEY: num_workers,
            trainer_spec.NUM_PARAMETER_SERVERS_KEY: num_parameter_servers,
            trainer_spec.COMMUNICATION_KEY: communication,
+           trainer_spec.MICRO_BATCHES_KEY: micro_batches,
            trainer_spec.PROGRESS_TIMEOUT_KEY: float(progress_timeout_seconds),
            trainer_spec.VERTEX_TRAINING_KEY: vertex_json,
            seeding.RANDOM_SEED_KEY: random_seed})

@@ -17,6 +17,7 @@ from tfx.utils import import_utils
 from tfx_distillery.components.common import modules
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.distributed_trainer import cluster
+from tfx_distillery.components.distributed_trainer import micro_batches
 from tfx_distillery.components.distributed_trainer import spec as trainer_spec
 from tfx_distillery.components.common import seeding
 from tfx_distillery.components.common import strategy as strategy_lib
@@ -24,7 +25,8 @@ from tfx_distillery.components.common import tracing
 
 OUR_KEYS = (trainer_spec.STRATEGY_KEY, trainer_spec.NUM_WORKERS_KEY,
             trainer_spec.NUM_PARAMETER_SERVERS_KEY, trainer_spec.COMMUNICATION_KEY,
-            trainer_spec.VERTEX_TRAINING_KEY, trainer_spec.PROGRESS_TIMEOUT_KEY)
+            trainer_spec.VERTEX_TRAINING_KEY, trainer_spec.PROGRESS_TIMEOUT_KEY,
+            trainer_spec.MICRO_BATCHES_KEY)
 
 
 def backup_folder(input_dict: Dict[str, List[types.Artifact]],
@@ -88,6 +90,7 @@ class Executor(trainer_executor.GenericExecutor):
         progress_timeout_seconds=float(
             exec_properties.get(trainer_spec.PROGRESS_TIMEOUT_KEY)
             or strategy_lib.DEFAULT_PROGRESS_TIMEOUT_SECONDS),
+        micro_batches=int(exec_properties.get(trainer_spec.MICRO_BATCHES_KEY) or 1),
         random_seed=random_seed, deterministic=deterministic)
     # A user's run_fn, which may import nothing of ours, gets the same short first step.
     tracing.trace_keras_as_written()
@@ -98,7 +101,8 @@ class Executor(trainer_executor.GenericExecutor):
         return
       if cluster.processes_needed(training) == 1 and training.strategy != 'parameter_server':
         with training_environment(training), modules.user_module_first(trainer_properties), \
-            seeding.seeded(training.random_seed, training.deterministic, self.COMPONENT_NAME):
+            seeding.seeded(training.random_seed, training.deterministic, self.COMPONENT_NAME), \
+            micro_batches.accumulating(training.micro_batches):
           process_executor = import_utils.import_class_by_path(self.PROCESS_EXECUTOR)
           process_executor(self._context).Do(input_dict, output_dict, trainer_properties)
       else:

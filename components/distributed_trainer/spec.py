@@ -14,6 +14,8 @@ PROGRESS_TIMEOUT_KEY = 'progress_timeout_seconds'
 # JSON of the Vertex AI training job (project, region, worker pool specs); absent
 # for local processes.
 VERTEX_TRAINING_KEY = 'vertex_training'
+# Micro-batches per step whose gradients are accumulated and applied once (1: none).
+MICRO_BATCHES_KEY = 'micro_batches'
 
 
 class DistributedTrainerSpec(standard_component_specs.TrainerSpec):
@@ -27,6 +29,7 @@ class DistributedTrainerSpec(standard_component_specs.TrainerSpec):
       COMMUNICATION_KEY: component_spec.ExecutionParameter(type=str),
       PROGRESS_TIMEOUT_KEY: component_spec.ExecutionParameter(type=float, optional=True),
       VERTEX_TRAINING_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+      MICRO_BATCHES_KEY: component_spec.ExecutionParameter(type=int, optional=True),
       seeding.RANDOM_SEED_KEY: component_spec.ExecutionParameter(type=int, optional=True),
   }
   INPUTS = standard_component_specs.TrainerSpec.INPUTS

@@ -48,6 +48,7 @@ from tfx_distillery.components.common import heartbeat  # pylint: disable=g-impo
 from tfx_distillery.components.common import modules  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tfx_distillery.components.common import progress  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tfx_distillery.components.common import strategy as strategy_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tfx_distillery.components.distributed_trainer import micro_batches  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 # Cores the local processes share between them; unset means every core of the machine.
@@ -147,7 +148,8 @@ def main(job_path: str, job_name: str, task_index: int) -> int:
   try:
     # The component's in-process executor (Trainer's GenericExecutor, or the Distiller's).
     process_executor = import_utils.import_class_by_path(job['process_executor'])
-    with modules.user_module_first(job['exec_properties']):
+    with modules.user_module_first(job['exec_properties']), \
+        micro_batches.accumulating(training.micro_batches):
       process_executor().Do(input_dict, output_dict, job['exec_properties'])
     heartbeat.beat(heartbeat.EXPORT, 'done')
   finally:

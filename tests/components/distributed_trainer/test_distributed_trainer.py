@@ -57,6 +57,7 @@ def run_executor(data, output_dir, module_file=TABULAR_TEACHER, train_steps=40, 
       'communication': settings.get('communication', 'auto'),
       'progress_timeout_seconds': settings.get('progress_timeout_seconds', 600.0),
       'random_seed': settings.get('random_seed'),
+      'micro_batches': settings.get('micro_batches', 1),
   }
   trainer_executor.Executor().Do(
       {standard_component_specs.EXAMPLES_KEY: [examples],
