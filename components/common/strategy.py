@@ -10,7 +10,7 @@ import json
 import os
 from typing import List, Optional
 
-STRATEGIES = ('one_device', 'mirrored', 'multi_worker_mirrored', 'parameter_server')
+STRATEGIES = ('one_device', 'mirrored', 'multi_worker_mirrored', 'parameter_server', 'pipeline')
 # How gradients are summed. `ring` and `nccl` are MultiWorkerMirroredStrategy's collective
 # implementations; on one machine MirroredStrategy offers NCCL or a reduction to one
 # device (`reduce_to_one_device`), which is no ring.
@@ -38,6 +38,10 @@ class TrainingSettings:
     random_seed: The run's seed, which every process applies; None leaves them unseeded.
     deterministic: Whether processes turn on op determinism (the seed was given).
     micro_batches: Micro-batches per step, their gradients applied once (1: none).
+    stages: Pipeline stages (strategy `pipeline` only; 0 otherwise).
+    recompute: Whether pipeline stages recompute their activations in the backward pass.
+    logical_devices: Whether the process splits its CPU into `stages` logical devices.
+    plan_path: Where the pipeline's plan is written (model_run/pipeline_plan.json).
   """
   strategy: str = 'multi_worker_mirrored'
   communication: str = 'auto'
@@ -49,6 +53,10 @@ class TrainingSettings:
   random_seed: Optional[int] = None
   deterministic: bool = False
   micro_batches: int = 1
+  stages: int = 0
+  recompute: bool = False
+  logical_devices: bool = False
+  plan_path: str = ''
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -93,6 +101,9 @@ def validate(strategy: str, num_workers: int, num_parameter_servers: int,
   if strategy != 'parameter_server' and num_parameter_servers:
     raise ValueError(f'num_parameter_servers is only used by strategy \'parameter_server\'; '
                      f'got {num_parameter_servers} with strategy {strategy!r}.')
+  if strategy == 'pipeline' and num_workers > 1:
+    raise ValueError("strategy 'pipeline' runs its stages in one process, on that machine's "
+                     f'devices; got num_workers={num_workers}.')
   if strategy in ('one_device', 'mirrored') and num_workers > 1:
     raise ValueError(f'strategy {strategy!r} runs on one machine; use '
                      "'multi_worker_mirrored' or 'parameter_server' for num_workers > 1 "
@@ -193,7 +204,10 @@ def strategy_for(fn_args=None):
   # Physical, not logical: listing logical devices starts the eager context, after
   # which MultiWorkerMirroredStrategy can no longer configure its collectives.
   gpus = tf.config.list_physical_devices('GPU')
-  if current.strategy == 'one_device':
+  if current.strategy == 'pipeline':
+    # The stages place their own ops (gpipe.py); variables stay where Keras makes them.
+    strategy = tf.distribute.get_strategy()
+  elif current.strategy == 'one_device':
     strategy = tf.distribute.OneDeviceStrategy('/gpu:0' if gpus else '/cpu:0')
   elif current.strategy == 'mirrored':
     cross_device_ops = None  # TF picks NCCL on several GPUs.

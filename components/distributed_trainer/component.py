@@ -13,6 +13,7 @@ from tfx_distillery.components.common import modules
 from tfx_distillery.components.common import parameters
 from tfx_distillery.components.common import seeding
 from tfx_distillery.components.distributed_trainer import executor
+from tfx_distillery.components.distributed_trainer import gpipe
 from tfx_distillery.components.distributed_trainer import micro_batches as micro_batches_lib
 from tfx_distillery.components.distributed_trainer import spec as trainer_spec
 from tfx_distillery.components.common import strategy as strategy_lib
@@ -63,6 +64,9 @@ class DistributedTrainer(Trainer):
                num_parameter_servers: int = 0,
                communication: str = 'auto',
                micro_batches: int = 1,
+               stages: Optional[int] = None,
+               recompute: bool = False,
+               logical_devices: bool = False,
                vertex_training: Optional[Dict[str, Any]] = None,
                early_stopping_patience: Optional[int] = None,
                progress_timeout_seconds: float = (
@@ -82,7 +86,10 @@ class DistributedTrainer(Trainer):
       eval_args: Evaluation steps and splits, as for Trainer.
       custom_config: Passed to run_fn as `fn_args.custom_config`.
       strategy: `one_device`, `mirrored`, `multi_worker_mirrored` or
-        `parameter_server`, as tf.distribute names them.
+        `parameter_server`, as tf.distribute names them, or `pipeline`: GPipe's
+        pipeline parallelism over `stages` devices with `micro_batches`
+        micro-batches, for a Sequential or functional model that is a chain of layers
+        (gpipe.py).
       num_workers: Training workers (>= 1). For `parameter_server` these are the
         workers beside the chief, which coordinates.
       num_parameter_servers: Parameter servers; only for `parameter_server` (>= 1).
@@ -97,6 +104,12 @@ class DistributedTrainer(Trainer):
         with a micro-batch's activations in memory instead of the batch's. Works with
         any module file whose model trains with Keras' own `fit` and train_step.
         At most the batch size (custom_config's `batch_size` where given). Default 1.
+        Under `pipeline`, GPipe's M.
+      stages: Pipeline stages, one per device (strategy `pipeline` only; required there).
+      recompute: Pipeline stages recompute their activations in the backward pass
+        (`tf.recompute_grad`), keeping only each stage's input (strategy `pipeline`).
+      logical_devices: Split the CPU into `stages` logical devices, so that a pipeline
+        runs on a machine with fewer devices (tests; no speed-up). Strategy `pipeline`.
       vertex_training: Train on Vertex AI worker pools instead of local
         processes: `project`, `region` and `image` (with TFX and this package),
         optionally `machine_type`, `accelerator_type`, `accelerator_count`.
@@ -118,6 +131,17 @@ class DistributedTrainer(Trainer):
     strategy_lib.validate(strategy, num_workers, num_parameter_servers, communication)
     strategy_lib.validate_progress_timeout(progress_timeout_seconds)
     seeding.validate(random_seed)
+    if strategy == 'pipeline':
+      gpipe.validate_stages(stages)
+    else:
+      for name, value, unset in (('stages', stages, None), ('recompute', recompute, False),
+                                 ('logical_devices', logical_devices, False)):
+        if value != unset:
+          raise ValueError(f"{name} is only used by strategy 'pipeline'; got {name}={value!r} "
+                           f'with strategy {strategy!r}.')
+    for name, value in (('recompute', recompute), ('logical_devices', logical_devices)):
+      if not isinstance(value, bool):
+        raise ValueError(f'{name} must be True or False; got {value!r}.')
     batch_size = (custom_config or {}).get('batch_size')
     micro_batches_lib.validate(micro_batches,
                                batch_size if isinstance(batch_size, int) else None)
@@ -162,6 +186,9 @@ class DistributedTrainer(Trainer):
            trainer_spec.NUM_PARAMETER_SERVERS_KEY: num_parameter_servers,
            trainer_spec.COMMUNICATION_KEY: communication,
            trainer_spec.MICRO_BATCHES_KEY: micro_batches,
+           trainer_spec.STAGES_KEY: stages,
+           trainer_spec.RECOMPUTE_KEY: int(recompute),
+           trainer_spec.LOGICAL_DEVICES_KEY: int(logical_devices),
            trainer_spec.PROGRESS_TIMEOUT_KEY: float(progress_timeout_seconds),
            trainer_spec.VERTEX_TRAINING_KEY: vertex_json,
            seeding.RANDOM_SEED_KEY: random_seed})

@@ -17,6 +17,7 @@ from tfx.utils import import_utils
 from tfx_distillery.components.common import modules
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.distributed_trainer import cluster
+from tfx_distillery.components.distributed_trainer import gpipe
 from tfx_distillery.components.distributed_trainer import micro_batches
 from tfx_distillery.components.distributed_trainer import spec as trainer_spec
 from tfx_distillery.components.common import seeding
@@ -26,7 +27,8 @@ from tfx_distillery.components.common import tracing
 OUR_KEYS = (trainer_spec.STRATEGY_KEY, trainer_spec.NUM_WORKERS_KEY,
             trainer_spec.NUM_PARAMETER_SERVERS_KEY, trainer_spec.COMMUNICATION_KEY,
             trainer_spec.VERTEX_TRAINING_KEY, trainer_spec.PROGRESS_TIMEOUT_KEY,
-            trainer_spec.MICRO_BATCHES_KEY)
+            trainer_spec.MICRO_BATCHES_KEY, trainer_spec.STAGES_KEY,
+            trainer_spec.RECOMPUTE_KEY, trainer_spec.LOGICAL_DEVICES_KEY)
 
 
 def backup_folder(input_dict: Dict[str, List[types.Artifact]],
@@ -91,6 +93,12 @@ class Executor(trainer_executor.GenericExecutor):
             exec_properties.get(trainer_spec.PROGRESS_TIMEOUT_KEY)
             or strategy_lib.DEFAULT_PROGRESS_TIMEOUT_SECONDS),
         micro_batches=int(exec_properties.get(trainer_spec.MICRO_BATCHES_KEY) or 1),
+        stages=int(exec_properties.get(trainer_spec.STAGES_KEY) or 0),
+        recompute=bool(exec_properties.get(trainer_spec.RECOMPUTE_KEY)),
+        logical_devices=bool(exec_properties.get(trainer_spec.LOGICAL_DEVICES_KEY)),
+        plan_path=os.path.join(artifact_utils.get_single_uri(
+            output_dict[standard_component_specs.MODEL_RUN_KEY]), gpipe.PLAN_FILE_NAME)
+        if exec_properties[trainer_spec.STRATEGY_KEY] == 'pipeline' else '',
         random_seed=random_seed, deterministic=deterministic)
     # A user's run_fn, which may import nothing of ours, gets the same short first step.
     tracing.trace_keras_as_written()
@@ -99,10 +107,12 @@ class Executor(trainer_executor.GenericExecutor):
         self._run_on_vertex(input_dict, output_dict, trainer_properties,
                             json.loads(exec_properties[trainer_spec.VERTEX_TRAINING_KEY]))
         return
-      if cluster.processes_needed(training) == 1 and training.strategy != 'parameter_server':
+      # Logical devices must be made before TensorFlow starts, so in a process of their own.
+      if (cluster.processes_needed(training) == 1 and training.strategy != 'parameter_server'
+          and not training.logical_devices):
         with training_environment(training), modules.user_module_first(trainer_properties), \
             seeding.seeded(training.random_seed, training.deterministic, self.COMPONENT_NAME), \
-            micro_batches.accumulating(training.micro_batches):
+            micro_batches.training_step(training):
           process_executor = import_utils.import_class_by_path(self.PROCESS_EXECUTOR)
           process_executor(self._context).Do(input_dict, output_dict, trainer_properties)
       else:

@@ -227,3 +227,16 @@ def accumulating(micro_batches: int) -> Iterator[None]:
   finally:
     training.Model.train_step = keras_train_step
     training.Model.make_train_function = keras_make_train_function
+
+
+def training_step(training):
+  """The context every fit of a training process runs in, from its TrainingSettings.
+
+  GPipe's stages for strategy `pipeline` (gpipe.Pipelining), else gradient accumulation
+  over `micro_batches` (`accumulating`, which changes nothing for 1).
+  """
+  if training.strategy == 'pipeline':
+    from tfx_distillery.components.distributed_trainer import gpipe  # pylint: disable=g-import-not-at-top
+    return gpipe.Pipelining(training.stages, training.micro_batches, training.recompute,
+                            training.plan_path or None)
+  return accumulating(training.micro_batches)

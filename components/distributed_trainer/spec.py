@@ -16,6 +16,10 @@ PROGRESS_TIMEOUT_KEY = 'progress_timeout_seconds'
 VERTEX_TRAINING_KEY = 'vertex_training'
 # Micro-batches per step whose gradients are accumulated and applied once (1: none).
 MICRO_BATCHES_KEY = 'micro_batches'
+# strategy='pipeline': stages, recomputation, and a CPU split into logical devices.
+STAGES_KEY = 'stages'
+RECOMPUTE_KEY = 'recompute'
+LOGICAL_DEVICES_KEY = 'logical_devices'
 
 
 class DistributedTrainerSpec(standard_component_specs.TrainerSpec):
@@ -30,6 +34,9 @@ class DistributedTrainerSpec(standard_component_specs.TrainerSpec):
       PROGRESS_TIMEOUT_KEY: component_spec.ExecutionParameter(type=float, optional=True),
       VERTEX_TRAINING_KEY: component_spec.ExecutionParameter(type=str, optional=True),
       MICRO_BATCHES_KEY: component_spec.ExecutionParameter(type=int, optional=True),
+      STAGES_KEY: component_spec.ExecutionParameter(type=int, optional=True),
+      RECOMPUTE_KEY: component_spec.ExecutionParameter(type=int, optional=True),
+      LOGICAL_DEVICES_KEY: component_spec.ExecutionParameter(type=int, optional=True),
       seeding.RANDOM_SEED_KEY: component_spec.ExecutionParameter(type=int, optional=True),
   }
   INPUTS = standard_component_specs.TrainerSpec.INPUTS

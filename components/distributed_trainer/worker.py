@@ -113,6 +113,10 @@ def main(job_path: str, job_name: str, task_index: int) -> int:
   cores_per_process = max(1, cores // max(1, training.num_workers))
   tf.config.threading.set_intra_op_parallelism_threads(cores_per_process)
   tf.config.threading.set_inter_op_parallelism_threads(cores_per_process)
+  if training.strategy == 'pipeline' and training.logical_devices:
+    # Before TensorFlow's context starts: one logical device per stage.
+    from tfx_distillery.components.distributed_trainer import gpipe  # pylint: disable=g-import-not-at-top
+    gpipe.split_into_logical_devices(training.stages)
   # Collective ops must be configured before any other TensorFlow work, so the
   # strategy is created now; run_fn gets this instance from strategy_for(), and a
   # module that builds its own MultiWorkerMirroredStrategy gets it too.
@@ -149,7 +153,7 @@ def main(job_path: str, job_name: str, task_index: int) -> int:
     # The component's in-process executor (Trainer's GenericExecutor, or the Distiller's).
     process_executor = import_utils.import_class_by_path(job['process_executor'])
     with modules.user_module_first(job['exec_properties']), \
-        micro_batches.accumulating(training.micro_batches):
+        micro_batches.training_step(training):
       process_executor().Do(input_dict, output_dict, job['exec_properties'])
     heartbeat.beat(heartbeat.EXPORT, 'done')
   finally:

@@ -58,6 +58,9 @@ def run_executor(data, output_dir, module_file=TABULAR_TEACHER, train_steps=40, 
       'progress_timeout_seconds': settings.get('progress_timeout_seconds', 600.0),
       'random_seed': settings.get('random_seed'),
       'micro_batches': settings.get('micro_batches', 1),
+      'stages': settings.get('stages'),
+      'recompute': int(settings.get('recompute', False)),
+      'logical_devices': int(settings.get('logical_devices', False)),
   }
   trainer_executor.Executor().Do(
       {standard_component_specs.EXAMPLES_KEY: [examples],

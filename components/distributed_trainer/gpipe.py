@@ -1,0 +1,513 @@
+"""GPipe's pipeline parallelism for a Keras chain of layers: stages, micro-batches, one step.
+
+GPipe (Huang et al., 2019) cuts a network into S stages of consecutive layers, puts stage s
+on device s and splits every batch into M micro-batches, so that stage s works on
+micro-batch m while stage s + 1 works on micro-batch m - 1. Gradients are accumulated over
+the micro-batches and applied once, so S and M do not change the model.
+
+Here one `tf.function` (Keras' train function) holds every (stage, micro-batch) pair, each
+stage's ops placed on its device. TensorFlow's executor runs an op as soon as its inputs
+are ready, so the pairs overlap with no scheduler of ours. The backward pass is one
+`GradientTape.gradient` over the micro-batches' weighted losses: its pairs overlap the
+same way, and the gradient of a variable used by M micro-batches is their sum.
+
+Where the model may be cut: after a layer where one tensor alone carries everything the
+rest of the model reads (a chain's every layer; in a functional model, not inside a
+branch, since a branch's two paths would both cross the cut). Stages are made of the
+pieces between such cuts ("units"), balanced by each unit's measured forward-and-backward
+time on real batches: the split that minimises the slowest stage, GPipe's rule, found
+exactly by dynamic programming over the contiguous splits.
+"""
+
+import dataclasses
+import json
+import os
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from tfx_distillery.components.common import progress
+
+STAGES_KEY = 'stages'
+# Where the executor asks the plan to be written (model_run/pipeline_plan.json).
+PLAN_PATH_VARIABLE = 'DISTILLERY_PIPELINE_PLAN'
+PLAN_FILE_NAME = 'pipeline_plan.json'
+# Batches the partitioner times each unit on, after one untimed call (tracing, warm-up).
+MEASURED_BATCHES = 3
+
+
+def validate_stages(stages) -> None:
+  """Raises ValueError naming `stages` unless it is a whole number >= 1."""
+  if isinstance(stages, bool) or not isinstance(stages, int) or stages < 1:
+    raise ValueError(f'{STAGES_KEY} must be a whole number >= 1 (pipeline stages, one per '
+                     f'device); got {stages!r}.')
+
+
+def bubble_share(stages: int, micro_batches: int) -> float:
+  """GPipe's idle share of a step: (S - 1) / (M + S - 1)."""
+  return (stages - 1) / (micro_batches + stages - 1)
+
+
+# ----------------------------------------------------------------------------- the graph
+
+
+def _ordered_nodes(model) -> list:
+  """The model's nodes in an order that computes each after its inputs (deepest first)."""
+  if not getattr(model, '_is_graph_network', False):
+    raise ValueError(
+        f"strategy='pipeline' needs a Keras Sequential or functional model whose input shape "
+        f'is known (an Input layer or `input_shape`); {type(model).__name__} '
+        f'{model.name!r} is a subclassed or unbuilt model.')
+  nodes = []
+  for depth in sorted(model._nodes_by_depth, reverse=True):  # pylint: disable=protected-access
+    nodes.extend(model._nodes_by_depth[depth])  # pylint: disable=protected-access
+  return nodes
+
+
+@dataclasses.dataclass
+class Unit:
+  """Consecutive layers between two places where the model may be cut."""
+  nodes: list
+  layer_names: List[str]
+  parameters: int
+  # The one tensor read after this unit (None for the last unit).
+  crossing_id: Optional[str] = None
+  seconds: float = 0.0
+  activation_bytes: int = 0
+
+
+def units_of(model) -> List[Unit]:
+  """Splits the model at every place one tensor alone crosses; the pieces, in order.
+
+  Raises:
+    ValueError: naming a layer called more than once (shared layers cannot be staged).
+  """
+  nodes = _ordered_nodes(model)
+  seen_layers = set()
+  for node in nodes:
+    if not node.is_input and id(node.layer) in seen_layers:
+      raise ValueError(f"strategy='pipeline': layer {node.layer.name!r} is called more than "
+                       'once in the model; a shared layer cannot sit in one stage.')
+    seen_layers.add(id(node.layer))
+  outputs = {str(id(tensor)) for tensor in model.outputs}
+  # Position of the last node that reads each tensor (a model output is read at the end).
+  last_reader = {}
+  for position, node in enumerate(nodes):
+    for tensor_id in node.flat_input_ids:
+      last_reader[tensor_id] = position
+  for tensor_id in outputs:
+    last_reader[tensor_id] = len(nodes)
+  pieces, current, live = [], [], set()
+  for position, node in enumerate(nodes):
+    current.append(node)
+    live.update(node.flat_output_ids)
+    live = {tensor_id for tensor_id in live if last_reader.get(tensor_id, -1) > position}
+    # A cut after this node is possible when one tensor alone is still to be read, and
+    # this node is a layer (not an Input: a stage must hold some work).
+    if len(live) == 1 and not node.is_input and position < len(nodes) - 1:
+      pieces.append((current, next(iter(live))))
+      current = []
+  if current:
+    pieces.append((current, None))
+  return [Unit(nodes=piece, layer_names=[node.layer.name for node in piece if not node.is_input],
+               parameters=sum(_parameters(node.layer) for node in piece if not node.is_input),
+               crossing_id=crossing)
+          for piece, crossing in pieces]
+
+
+def _parameters(layer) -> int:
+  return int(sum(int(variable.shape.num_elements() or 0) for variable in layer.weights))
+
+
+def first_crossing_layer(model, after_units: List[Unit]) -> str:
+  """The layer that reads a tensor from before the end of `after_units` besides the next one.
+
+  What a user must change for the model to be cut there: the layer whose inputs cross.
+  """
+  nodes = _ordered_nodes(model)
+  boundary = sum(len(unit.nodes) for unit in after_units)
+  before = set()
+  for node in nodes[:boundary]:
+    before.update(node.flat_output_ids)
+  readers = [node for node in nodes[boundary:] if set(node.flat_input_ids) & before]
+  return readers[-1].layer.name if readers else nodes[-1].layer.name
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def run_nodes(model, nodes, values: Dict[str, Any], training: bool) -> None:
+  """Calls each node's layer on `values` (tensor id -> tensor), adding what it outputs."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  usage = model._tensor_usage_count  # pylint: disable=protected-access
+  for node in nodes:
+    if node.is_input:
+      continue
+    # Node.map_arguments pops one use per read, as Keras' own graph walk does.
+    pools = {tensor_id: [values[tensor_id]] * max(1, usage.get(tensor_id, 1))
+             for tensor_id in node.flat_input_ids}
+    args, kwargs = node.map_arguments(pools)
+    if getattr(node.layer, '_expects_training_arg', False):
+      kwargs = {**kwargs, 'training': training}
+    outputs = node.layer(*args, **kwargs)
+    for tensor_id, value in zip(node.flat_output_ids, tf.nest.flatten(outputs)):
+      values[tensor_id] = value
+
+
+def model_input_values(model, inputs) -> Dict[str, Any]:
+  """The model's Input tensors' ids -> the batch's tensors, as Keras' own call maps them."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  flat = model._flatten_to_reference_inputs(inputs)  # pylint: disable=protected-access
+  return {str(id(reference)): model._conform_to_reference_input(  # pylint: disable=protected-access
+      value if isinstance(value, (tf.Tensor, tf.SparseTensor, tf.RaggedTensor))
+      else tf.convert_to_tensor(value), ref_input=reference)
+          for reference, value in zip(model.inputs, flat)}
+
+
+class Stage:
+  """Consecutive units run as one function: input tensors in, the crossing tensor out."""
+
+  def __init__(self, model, units: Sequence[Unit], input_ids: List[str], last: bool):
+    self.model = model
+    self.nodes = [node for unit in units for node in unit.nodes]
+    self.input_ids = input_ids
+    self.last = last
+    self.output_ids = ([str(id(tensor)) for tensor in model.outputs] if last
+                       else [units[-1].crossing_id])
+
+  def __call__(self, *tensors):
+    values = dict(zip(self.input_ids, tensors))
+    run_nodes(self.model, self.nodes, values, training=True)
+    outputs = [values[tensor_id] for tensor_id in self.output_ids]
+    return outputs[0] if len(outputs) == 1 else outputs
+
+  @property
+  def variables(self):
+    return [variable for node in self.nodes if not node.is_input
+            for variable in node.layer.trainable_weights]
+
+
+def stage_functions(model, units: List[Unit], boundaries: List[int]) -> List[Stage]:
+  """Stages over `units`; `boundaries[s]` is the first unit of stage s + 1."""
+  stages, start = [], 0
+  input_ids = [str(id(tensor)) for tensor in model.inputs]
+  ends = list(boundaries) + [len(units)]
+  for index, end in enumerate(ends):
+    stage = Stage(model, units[start:end], input_ids, last=index == len(ends) - 1)
+    stages.append(stage)
+    input_ids = stage.output_ids
+    start = end
+  return stages
+
+
+# ----------------------------------------------------------------------------- the plan
+
+
+def best_split(costs: Sequence[float], stages: int) -> Tuple[List[int], float]:
+  """The contiguous split of `costs` into `stages` non-empty parts with the smallest maximum.
+
+  Dynamic programming over (units used, stages made): exact, O(S * N^2).
+
+  Returns:
+    (boundaries, slowest): boundaries[s] is the first index of part s + 1.
+  """
+  count = len(costs)
+  if not 1 <= stages <= count:
+    raise ValueError(f'{STAGES_KEY}={stages} needs between 1 and {count} units.')
+  prefix = [0.0]
+  for cost in costs:
+    prefix.append(prefix[-1] + cost)
+  infinity = float('inf')
+  # best[s][n]: the smallest slowest-part over splits of the first n units into s parts.
+  best = [[infinity] * (count + 1) for _ in range(stages + 1)]
+  choice = [[0] * (count + 1) for _ in range(stages + 1)]
+  best[0][0] = 0.0
+  for parts in range(1, stages + 1):
+    for used in range(parts, count + 1):
+      for previous in range(parts - 1, used):
+        slowest = max(best[parts - 1][previous], prefix[used] - prefix[previous])
+        if slowest < best[parts][used]:
+          best[parts][used], choice[parts][used] = slowest, previous
+  boundaries, used = [], count
+  for parts in range(stages, 1, -1):
+    used = choice[parts][used]
+    boundaries.append(used)
+  return sorted(boundaries), best[stages][count]
+
+
+def measure_units(model, units: List[Unit], batches: List[Any]) -> None:
+  """Times each unit's forward and backward pass and sizes its activations, on real batches.
+
+  Sets `seconds` (the median over `batches` after one untimed call) and
+  `activation_bytes` (what the unit's layers output for the largest batch, which the
+  backward pass keeps) on every unit.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  input_ids = [str(id(tensor)) for tensor in model.inputs]
+  per_batch_inputs = []
+  for batch in batches:
+    values = model_input_values(model, batch)
+    per_batch_inputs.append([values[tensor_id] for tensor_id in input_ids])
+  for index, unit in enumerate(units):
+    stage = Stage(model, [unit], input_ids, last=index == len(units) - 1)
+    function = tf.function(lambda *tensors, stage=stage: _forward_backward(stage, tensors))
+    timings, outputs_for_next, activation = [], [], 0
+    for position, tensors in enumerate(per_batch_inputs):
+      function(*tensors)  # The first call traces; every call warms.
+      started = time.perf_counter()
+      result = function(*tensors)
+      timings.append(time.perf_counter() - started)
+      outputs = stage(*tensors)
+      outputs_for_next.append(list(outputs) if isinstance(outputs, list) else [outputs])
+      if position == 0:
+        activation = _activation_bytes(model, unit, dict(zip(input_ids, tensors)))
+      del result
+    unit.seconds = float(np.median(timings))
+    unit.activation_bytes = activation
+    input_ids = stage.output_ids
+    per_batch_inputs = outputs_for_next
+
+
+def _forward_backward(stage, tensors):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  with tf.GradientTape() as tape:
+    tape.watch([tensor for tensor in tensors if tensor.dtype.is_floating])
+    outputs = stage(*tensors)
+    total = tf.add_n([tf.reduce_sum(tf.cast(output, tf.float32))
+                      for output in tf.nest.flatten(outputs)])
+  sources = stage.variables + [tensor for tensor in tensors if tensor.dtype.is_floating]
+  return tape.gradient(total, sources, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+
+def _activation_bytes(model, unit: Unit, values: Dict[str, Any]) -> int:
+  run_nodes(model, unit.nodes, values, training=True)
+  total = 0
+  for node in unit.nodes:
+    if node.is_input:
+      continue  # The batch itself: the data, not an activation.
+    for tensor_id in node.flat_output_ids:
+      value = values.get(tensor_id)
+      if value is not None and hasattr(value, 'shape'):
+        total += int(value.shape.num_elements() or 0) * value.dtype.size
+  return total
+
+
+def make_plan(model, stages: int, micro_batches: int, devices: List[str],
+              batches: List[Any]) -> Dict[str, Any]:
+  """Measures the model's units on `batches` and splits them into `stages` stages.
+
+  Returns:
+    The plan: per stage its layers, parameters, measured seconds and activation bytes,
+    and the boundaries (`unit_boundaries`) that `pipelined_train_step` uses.
+
+  Raises:
+    ValueError: naming `stages` when the model has fewer layers, or naming the layer
+      whose inputs cross a stage boundary when it has too few places to cut.
+  """
+  units = units_of(model)
+  layers = sum(len(unit.layer_names) for unit in units)
+  if stages > layers:
+    raise ValueError(f'{STAGES_KEY}={stages} is more than the {layers} layers of model '
+                     f'{model.name!r}: every stage needs at least one layer.')
+  if stages > len(units):
+    # Name what stops a cut: the layer whose inputs come from across the first place
+    # that is not a cut.
+    crossing = first_crossing_layer(model, units[:1]) if units else model.name
+    raise ValueError(
+        f"strategy='pipeline' with {STAGES_KEY}={stages} needs the model cut in "
+        f'{stages - 1} places where one tensor alone crosses; model {model.name!r} has '
+        f'{len(units) - 1}: layer {crossing!r} takes inputs that cross a stage boundary. '
+        'Pipeline stages need a chain of layers.')
+  measure_units(model, units, batches)
+  boundaries, slowest = best_split([unit.seconds for unit in units], stages)
+  ends = boundaries + [len(units)]
+  per_stage, start = [], 0
+  for index, end in enumerate(ends):
+    members = units[start:end]
+    per_stage.append({
+        'stage': index, 'device': devices[index],
+        'layers': [name for unit in members for name in unit.layer_names],
+        'parameters': sum(unit.parameters for unit in members),
+        'seconds': sum(unit.seconds for unit in members),
+        'activation_bytes': sum(unit.activation_bytes for unit in members)})
+    start = end
+  return {'stages': stages, 'micro_batches': micro_batches,
+          'predicted_bubble_share': bubble_share(stages, micro_batches),
+          'slowest_stage_seconds': slowest, 'unit_boundaries': boundaries,
+          'units': [{'layers': unit.layer_names, 'seconds': unit.seconds,
+                     'parameters': unit.parameters, 'activation_bytes': unit.activation_bytes}
+                    for unit in units],
+          'per_stage': per_stage}
+
+
+# ----------------------------------------------------------------------------- devices
+
+
+def devices_for(stages: int) -> List[str]:
+  """One device per stage: GPUs where there are enough, else CPUs (logical ones included).
+
+  Raises:
+    ValueError: naming both numbers when the machine has fewer devices than stages.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  gpus = tf.config.list_logical_devices('GPU')
+  if len(gpus) >= stages:
+    return [device.name for device in gpus[:stages]]
+  cpus = tf.config.list_logical_devices('CPU')
+  if len(cpus) >= stages:
+    return [device.name for device in cpus[:stages]]
+  raise ValueError(
+      f'{STAGES_KEY}={stages} is more than the devices this machine has ({len(gpus)} GPUs, '
+      f'{len(cpus)} CPUs); give stages <= {max(len(gpus), len(cpus))}, or '
+      'logical_devices=True to split a device into logical ones.')
+
+
+def split_into_logical_devices(stages: int) -> None:
+  """Splits the first CPU into `stages` logical devices (before TensorFlow starts its context).
+
+  Stages then run as on separate devices, on one machine's cores: a test of the schedule
+  and the numbers, not of speed.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  cpu = tf.config.list_physical_devices('CPU')[0]
+  tf.config.set_logical_device_configuration(
+      cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(stages)])
+
+
+# ----------------------------------------------------------------------------- the step
+
+
+def pipelined_train_step(model, data, stage_list: List[Stage], devices: List[str],
+                         micro_batches: int, recompute: bool):
+  """One GPipe step: every (stage, micro-batch) pair in this function, one update."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_keras.src.engine import data_adapter  # pylint: disable=g-import-not-at-top
+  from tf_keras.src.engine import training  # pylint: disable=g-import-not-at-top
+  from tfx_distillery.components.distributed_trainer import micro_batches as micro  # pylint: disable=g-import-not-at-top
+  x, y, sample_weight = data_adapter.unpack_x_y_sample_weight(data)
+  batch_size, static_batch_size = micro._batch_size(x)  # pylint: disable=protected-access
+  if static_batch_size is not None and static_batch_size < micro_batches:
+    raise ValueError(f'{micro.MICRO_BATCHES_KEY}={micro_batches} is above the batch size '
+                     f'{static_batch_size}: every micro-batch needs at least one example.')
+  tf.debugging.assert_greater_equal(
+      batch_size, micro_batches,
+      message=f"strategy='pipeline': a batch has fewer rows than {micro.MICRO_BATCHES_KEY}="
+              f'{micro_batches}')
+  whole = tf.cast(batch_size, tf.float32)
+  keras_metrics = type(model).compute_metrics is training.Model.compute_metrics
+  functions = [tf.recompute_grad(stage) if recompute else stage for stage in stage_list]
+  optimizer = model.optimizer
+  scales_loss = hasattr(optimizer, 'get_scaled_loss') and hasattr(
+      optimizer, 'get_unscaled_gradients')
+  variables = model.trainable_variables
+  with tf.GradientTape() as tape:
+    total = []
+    for start, size in micro.micro_batch_bounds(batch_size, micro_batches):
+      micro_x = micro._slice(x, start, size)  # pylint: disable=protected-access
+      micro_y = micro._slice(y, start, size)  # pylint: disable=protected-access
+      micro_weight = micro._slice(sample_weight, start, size)  # pylint: disable=protected-access
+      values = model_input_values(model, micro_x)
+      tensors = [values[tensor_id] for tensor_id in stage_list[0].input_ids]
+      for function, device in zip(functions, devices):
+        with tf.device(device):
+          tensors = function(*tensors)
+        tensors = tensors if isinstance(tensors, list) else [tensors]
+      prediction = tf.nest.pack_sequence_as(model._nested_outputs, tensors)  # pylint: disable=protected-access
+      with tf.device(devices[-1]):
+        loss = model.compute_loss(micro_x, micro_y, prediction, micro_weight)
+      total.append(loss * tf.cast(tf.cast(size, tf.float32) / whole, loss.dtype))
+      if keras_metrics:
+        model.compiled_metrics.update_state(micro_y, prediction, micro_weight)
+      else:
+        model.compute_metrics(micro_x, micro_y, prediction, micro_weight)
+    loss = tf.add_n(total)
+    scaled = optimizer.get_scaled_loss(loss) if scales_loss else loss
+  gradients = tape.gradient(scaled, variables)
+  if scales_loss:
+    gradients = optimizer.get_unscaled_gradients(gradients)
+  optimizer.apply_gradients((gradient, variable) for gradient, variable
+                            in zip(gradients, variables) if gradient is not None)
+  return model.get_metrics_result()
+
+
+def _first_batches(dataset, count: int) -> list:
+  """The x of the first `count` batches of what `fit` was given (a dataset or arrays)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_keras.src.engine import data_adapter  # pylint: disable=g-import-not-at-top
+  if isinstance(dataset, tf.data.Dataset):
+    return [data_adapter.unpack_x_y_sample_weight(batch)[0] for batch in dataset.take(count)]
+  return [dataset[:32] if not isinstance(dataset, dict)
+          else {key: value[:32] for key, value in dataset.items()}]
+
+
+class Pipelining:
+  """Within `with Pipelining(...)`, every tf_keras `fit` trains with GPipe's stages.
+
+  At the start of each fit it takes a few batches of the training data, measures the
+  model's units, splits them into `stages` stages (`make_plan`), logs and writes the
+  plan, and swaps Keras' train_step for `pipelined_train_step`. Keras is restored on
+  exit. The model itself is unchanged: it saves and serves as it was built.
+  """
+
+  def __init__(self, stages: int, micro_batches: int, recompute: bool = False,
+               plan_path: Optional[str] = None):
+    self.stages, self.micro_batches, self.recompute = stages, micro_batches, recompute
+    self.plan_path = plan_path
+    self.plans = []
+
+  def __enter__(self):
+    from tf_keras.src.engine import training  # pylint: disable=g-import-not-at-top
+    self._keras_fit = training.Model.fit
+    self._keras_train_step = training.Model.train_step
+    pipelining = self
+
+    def train_step(model, data):
+      staged = getattr(model, '_distillery_stages', None)
+      if staged is None:
+        return pipelining._keras_train_step(model, data)
+      stage_list, devices = staged
+      return pipelined_train_step(model, data, stage_list, devices,
+                                  pipelining.micro_batches, pipelining.recompute)
+
+    def fit(model, x=None, *args, **kwargs):
+      if type(model).train_step is not train_step:
+        raise ValueError(f"strategy='pipeline': {type(model).__name__} defines its own "
+                         'train_step, which cannot be split into pipeline stages.')
+      pipelining.stage(model, _first_batches(x, MEASURED_BATCHES))
+      return pipelining._keras_fit(model, x, *args, **kwargs)
+
+    training.Model.train_step = train_step
+    training.Model.fit = fit
+    return self
+
+  def stage(self, model, batches) -> Dict[str, Any]:
+    """Plans `model`'s stages on `batches` and makes its train step use them."""
+    devices = devices_for(self.stages)
+    plan = make_plan(model, self.stages, self.micro_batches, devices, batches)
+    plan['recompute'] = self.recompute
+    units = units_of(model)
+    model._distillery_stages = (stage_functions(model, units, plan['unit_boundaries']),  # pylint: disable=protected-access
+                                devices)
+    model.train_function = None  # Traced again with the stages.
+    self.plans.append(plan)
+    logger = progress.get_logger()
+    logger.info("%s: strategy='pipeline', %d stages x %d micro-batches (predicted bubble "
+                'share %.2f)%s.', model.name, self.stages, self.micro_batches,
+                plan['predicted_bubble_share'], ', recomputing activations' if self.recompute
+                else '')
+    for stage in plan['per_stage']:
+      logger.info('  stage %d on %s: %d layers (%s), %d parameters, %.2f ms forward and '
+                  'backward, %d activation bytes', stage['stage'], stage['device'],
+                  len(stage['layers']), ', '.join(stage['layers']), stage['parameters'],
+                  stage['seconds'] * 1000, stage['activation_bytes'])
+    if self.plan_path:
+      temporary = self.plan_path + '.tmp'
+      with open(temporary, 'w') as handle:
+        json.dump(self.plans if len(self.plans) > 1 else plan, handle, indent=1)
+      os.replace(temporary, self.plan_path)
+    return plan
+
+  def __exit__(self, *exc_info):
+    from tf_keras.src.engine import training  # pylint: disable=g-import-not-at-top
+    training.Model.train_step = self._keras_train_step
+    training.Model.fit = self._keras_fit

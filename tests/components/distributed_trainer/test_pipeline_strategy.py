@@ -1,0 +1,170 @@
+"""strategy='pipeline': GPipe's stages equal one device's training, the plan, and refusals."""
+
+import itertools
+import json
+import os
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tf_keras
+from tfx.types import standard_artifacts
+
+from tfx_distillery.components import DistributedTrainer
+from tfx_distillery.components.distributed_trainer import gpipe
+from tests import helpers
+from tests.components.distributed_trainer import test_distributed_trainer as trainer_tests
+
+HERE = os.path.dirname(__file__)
+EQUALITY_SCRIPT = os.path.join(HERE, 'pipeline_equality.py')
+CHAIN_MODULE = os.path.join(HERE, 'chain_module.py')
+
+
+def exhaustive_slowest(costs, stages):
+  """The smallest slowest part over every contiguous split, by trying them all."""
+  best = float('inf')
+  for cuts in itertools.combinations(range(1, len(costs)), stages - 1):
+    edges = (0,) + cuts + (len(costs),)
+    best = min(best, max(sum(costs[start:end]) for start, end in zip(edges, edges[1:])))
+  return best
+
+
+def test_the_split_is_the_best_contiguous_one_found_by_trying_every_split():
+  generator = random.Random(0)
+  for _ in range(200):
+    costs = [generator.uniform(0.1, 5.0) for _ in range(generator.randint(1, 10))]
+    stages = generator.randint(1, len(costs))
+    boundaries, slowest = gpipe.best_split(costs, stages)
+    edges = [0] + boundaries + [len(costs)]
+    assert len(boundaries) == stages - 1 and all(
+        start < end for start, end in zip(edges, edges[1:]))
+    assert slowest == pytest.approx(max(sum(costs[start:end])
+                                        for start, end in zip(edges, edges[1:])))
+    assert slowest == pytest.approx(exhaustive_slowest(costs, stages))
+
+
+def test_the_bubble_share_is_gpipes():
+  assert gpipe.bubble_share(1, 8) == 0
+  assert gpipe.bubble_share(4, 8) == pytest.approx(3 / 11)
+
+
+def skip_model():
+  inputs = tf_keras.Input((5,))
+  first = tf_keras.layers.Dense(4, name='first')(inputs)
+  second = tf_keras.layers.Dense(4, name='second')(first)
+  third = tf_keras.layers.Dense(4, name='third')(second)
+  joined = tf_keras.layers.Add(name='skip')([first, third])
+  model = tf_keras.Model(inputs, tf_keras.layers.Dense(3, name='out')(joined))
+  model.compile('sgd', 'mse')
+  return model
+
+
+def test_a_chain_is_cut_after_every_layer_and_a_branch_only_around_it():
+  chain = tf_keras.Sequential([tf_keras.layers.Dense(4, input_shape=(5,)),
+                               tf_keras.layers.Dense(4), tf_keras.layers.Dense(2)])
+  assert [len(unit.layer_names) for unit in gpipe.units_of(chain)] == [1, 1, 1]
+  assert [unit.layer_names for unit in gpipe.units_of(skip_model())] == [
+      ['first'], ['second', 'third', 'skip'], ['out']]
+
+
+def test_a_branch_across_a_stage_boundary_is_refused_naming_the_layer():
+  model = skip_model()
+  with pytest.raises(ValueError, match="model 'model.*' has 2: layer 'skip' takes inputs that "
+                                       'cross a stage boundary'):
+    gpipe.make_plan(model, 4, 2, ['/cpu:0'] * 4, [np.ones((4, 5), 'float32')])
+
+
+def test_more_stages_than_layers_are_refused_by_name():
+  with pytest.raises(ValueError, match='stages=6 is more than the 5 layers'):
+    gpipe.make_plan(skip_model(), 6, 2, ['/cpu:0'] * 6, [np.ones((4, 5), 'float32')])
+
+
+def test_a_shared_layer_is_refused_by_name():
+  inputs = tf_keras.Input((4,))
+  shared = tf_keras.layers.Dense(4, name='shared')
+  model = tf_keras.Model(inputs, shared(shared(inputs)))
+  with pytest.raises(ValueError, match="layer 'shared' is called more than once"):
+    gpipe.units_of(model)
+
+
+def test_more_stages_than_devices_are_refused_naming_both_numbers():
+  with pytest.raises(ValueError, match=r'stages=64 is more than the devices this machine has '
+                                       r'\(0 GPUs, 1 CPUs\).*logical_devices=True'):
+    gpipe.devices_for(64)
+
+
+def test_the_plan_measures_every_unit_and_balances_the_slowest_stage():
+  model = tf_keras.Sequential([tf_keras.layers.Dense(64, input_shape=(8,))]
+                              + [tf_keras.layers.Dense(64) for _ in range(4)]
+                              + [tf_keras.layers.Dense(2)])
+  plan = gpipe.make_plan(model, 2, 4, ['/cpu:0', '/cpu:0'],
+                         [np.ones((16, 8), 'float32')] * 3)
+  assert [stage['stage'] for stage in plan['per_stage']] == [0, 1]
+  assert sum(len(stage['layers']) for stage in plan['per_stage']) == 6
+  assert sum(stage['parameters'] for stage in plan['per_stage']) == model.count_params()
+  assert all(unit['seconds'] > 0 and unit['activation_bytes'] == 16 * unit_width * 4
+             for unit, unit_width in zip(plan['units'], [64] * 5 + [2]))
+  assert plan['slowest_stage_seconds'] == pytest.approx(
+      max(stage['seconds'] for stage in plan['per_stage']))
+  assert plan['predicted_bubble_share'] == pytest.approx(1 / 5)
+
+
+def trains_one_devices_weights(pairs):
+  """Runs pipeline_equality.py on `pairs` (`S,M` or `S,M,r`) on 4 logical CPUs, in a child
+  process (logical devices must be made before TensorFlow starts), and checks each."""
+  finished = subprocess.run([sys.executable, EQUALITY_SCRIPT, *pairs],
+                            capture_output=True, text=True, timeout=600, check=False)
+  assert finished.returncode == 0, finished.stderr[-3000:]
+  results = [json.loads(line) for line in finished.stdout.splitlines() if line.startswith('{')]
+  assert len(results) == len(pairs)
+  for result in results:
+    assert result['gradient_relative_difference'] <= 1e-5, result
+    assert result['weight_max_abs_difference'] <= 1e-4, result
+    # Stage s ran on device s.
+    assert result['devices'] == [f'/device:CPU:{index}' for index in range(result['stages'])]
+    assert sum(result['layers_per_stage']) == 8
+
+
+def test_four_stages_of_eight_micro_batches_recomputing_train_one_devices_weights():
+  trains_one_devices_weights(['4,8,r'])
+
+
+@pytest.mark.e2e  # long: 20 trainings (make test-e2e); the benchmark measures the same grid
+def test_every_stage_and_micro_batch_count_trains_one_devices_weights():
+  """S = 1, 2, 4 and M = 1, 4, 8, and S = 4, M = 8 with recomputation."""
+  trains_one_devices_weights(['1,1', '1,4', '1,8', '2,1', '2,4', '2,8', '4,1', '4,4', '4,8',
+                              '4,8,r'])
+
+
+def test_the_trainer_runs_a_stock_style_chain_in_stages_on_logical_devices(data, tmp_path):
+  with helpers.ProgressLines() as lines:
+    model_uri, model_run_uri = trainer_tests.run_executor(
+        data, str(tmp_path), module_file=CHAIN_MODULE, train_steps=8, strategy='pipeline',
+        stages=2, micro_batches=4, logical_devices=True)
+  with open(os.path.join(model_run_uri, gpipe.PLAN_FILE_NAME)) as handle:
+    plan = json.load(handle)
+  assert [stage['device'] for stage in plan['per_stage']] == ['/device:CPU:0', '/device:CPU:1']
+  assert plan['micro_batches'] == 4 and plan['stages'] == 2
+  assert any(line.startswith('[worker 0]') and "strategy='pipeline', 2 stages x 4" in line
+             for line in lines)
+  # One ordinary SavedModel, as every strategy exports.
+  assert os.path.exists(os.path.join(model_uri, 'Format-Serving', 'saved_model.pb'))
+
+
+@pytest.mark.parametrize('arguments, message', [
+    ({'strategy': 'pipeline'}, 'stages must be a whole number >= 1'),
+    ({'strategy': 'pipeline', 'stages': 0}, 'stages must be a whole number >= 1'),
+    ({'strategy': 'mirrored', 'stages': 2}, "stages is only used by strategy 'pipeline'"),
+    ({'recompute': True}, "recompute is only used by strategy 'pipeline'"),
+    ({'logical_devices': True}, "logical_devices is only used by strategy 'pipeline'"),
+    ({'strategy': 'pipeline', 'stages': 2, 'logical_devices': 'yes'},
+     'logical_devices must be True or False'),
+    ({'strategy': 'pipeline', 'stages': 2, 'num_workers': 2},
+     "strategy 'pipeline' runs its stages in one process"),
+])
+def test_bad_pipeline_arguments_are_refused_at_construction(arguments, message):
+  with pytest.raises(ValueError, match=message):
+    DistributedTrainer(examples=helpers.channel(standard_artifacts.Examples),
+                       module_file=trainer_tests.TABULAR_TEACHER, **arguments)
