@@ -11,6 +11,7 @@ errors; `run --verbose` shows everything.
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from typing import Iterator, List, Optional, TextIO
@@ -60,7 +61,73 @@ def build_parser() -> argparse.ArgumentParser:
   report.add_argument('--pipeline-root',
                       help='the run to show (default: the last `distillery run` under '
                       f'${local_runner.HOME_VARIABLE})')
+  plan = commands.add_parser(
+      'plan-stages', help="plan a teacher's pipeline stages (strategy='pipeline') before "
+      'booking devices',
+      description="Split a Trainer module file's model into pipeline stages, as "
+      "DistributedTrainer(strategy='pipeline') would: its run_fn runs up to its first fit on "
+      'the given Transform outputs, each piece of the model is timed there on a few real '
+      'batches, and the split that minimises the slowest stage is printed with the '
+      'predicted bubble share (S - 1) / (M + S - 1). Nothing is trained.')
+  plan.add_argument('module_file', help='the Trainer module file (run_fn)')
+  plan.add_argument('--devices', type=int, required=True, help='stages: one per device')
+  plan.add_argument('--micro-batches', type=int, default=8, help='micro-batches per step (M)')
+  plan.add_argument('--examples', help='transformed examples (a folder of Split-* folders); '
+                    "default: the last `distillery run`'s")
+  plan.add_argument('--transform-graph', help="Transform's graph; default: the last run's")
+  plan.add_argument('--pipeline-root', help='take both from this `distillery run` instead')
+  plan.add_argument('--custom-config', default='{}', help="run_fn's custom_config, as JSON")
+  plan.add_argument('--json', action='store_true', help='print the plan as JSON')
   return parser
+
+
+def transform_outputs_of(pipeline_root: Optional[str]):
+  """(transformed examples, transform graph) folders of a recorded `distillery run`."""
+  from tfx_distillery.pipelines import summary  # pylint: disable=g-import-not-at-top
+  record = local_runner.read_run_record(pipeline_root)
+  store = summary.open_store(record['metadata'])
+  graphs = summary.pipeline_artifacts(store, record['pipeline_name'], 'TransformGraph')
+  if not graphs:
+    raise FileNotFoundError(f"the run in {record['pipeline_root']} has no Transform output yet.")
+  node = summary.producer_node(store, graphs[-1])
+  examples = [artifact for artifact in summary.pipeline_artifacts(
+      store, record['pipeline_name'], 'Examples') if summary.producer_node(store, artifact) == node]
+  return examples[-1].uri, graphs[-1].uri
+
+
+def plan_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+  """Prints the stage plan of a module file's model; 2 for bad input."""
+  if args.devices < 1:
+    parser.error(f'--devices must be a whole number >= 1; got {args.devices}.')
+  if args.micro_batches < 1:
+    parser.error(f'--micro-batches must be a whole number >= 1; got {args.micro_batches}.')
+  if not os.path.isfile(args.module_file):
+    parser.error(f'module_file {args.module_file!r}: no such file.')
+  try:
+    custom_config = json.loads(args.custom_config)
+  except json.JSONDecodeError as error:
+    parser.error(f'--custom-config is not JSON: {error}.')
+  if bool(args.examples) != bool(args.transform_graph):
+    parser.error('--examples and --transform-graph go together (or give neither, for the '
+                 'last run\'s).')
+  try:
+    examples, graph = ((args.examples, args.transform_graph) if args.examples
+                       else transform_outputs_of(args.pipeline_root))
+  except FileNotFoundError as error:
+    print(f'error: {error}', file=sys.stderr)
+    return local_runner.EXIT_BAD_INPUT
+  log_path = os.path.join(local_runner.distillery_home(), 'plan-stages.log')
+  os.makedirs(os.path.dirname(log_path), exist_ok=True)
+  try:
+    with library_output_to(log_path):
+      from tfx_distillery.components.distributed_trainer import gpipe  # pylint: disable=g-import-not-at-top
+      plan = gpipe.plan_module(os.path.abspath(args.module_file), examples, graph,
+                               args.devices, args.micro_batches, custom_config)
+  except ValueError as error:
+    print(f'error: {error}', file=sys.stderr)
+    return local_runner.EXIT_BAD_INPUT
+  print(json.dumps(plan, indent=1) if args.json else gpipe.format_plan(plan), flush=True)
+  return 0
 
 
 def compile_command(args: argparse.Namespace) -> int:
@@ -114,6 +181,8 @@ def main(argv: Optional[List[str]] = None) -> int:
   if args.command == 'compile':
     kubeflow_runner.check_arguments(parser, args)
     return compile_command(args)
+  if args.command == 'plan-stages':
+    return plan_command(parser, args)
   return report_command(args)
 
 

@@ -96,7 +96,10 @@ def units_of(model) -> List[Unit]:
       last_reader[tensor_id] = position
   for tensor_id in outputs:
     last_reader[tensor_id] = len(nodes)
-  pieces, current, live = [], [], set()
+  # The batch's features are there from the start: a stage after a cut that still reads
+  # one of them would need two inputs, so no cut comes before its last reader.
+  pieces, current = [], []
+  live = {str(id(tensor)) for tensor in model.inputs}
   for position, node in enumerate(nodes):
     current.append(node)
     live.update(node.flat_output_ids)
@@ -440,6 +443,14 @@ def _first_batches(dataset, count: int) -> list:
           else {key: value[:32] for key, value in dataset.items()}]
 
 
+class PlanReady(Exception):
+  """Stops a run_fn at its first fit once the plan is made (`plan_module`)."""
+
+  def __init__(self, plan: Dict[str, Any]):
+    super().__init__('planned')
+    self.plan = plan
+
+
 class Pipelining:
   """Within `with Pipelining(...)`, every tf_keras `fit` trains with GPipe's stages.
 
@@ -450,9 +461,11 @@ class Pipelining:
   """
 
   def __init__(self, stages: int, micro_batches: int, recompute: bool = False,
-               plan_path: Optional[str] = None):
+               plan_path: Optional[str] = None, plan_only: bool = False):
     self.stages, self.micro_batches, self.recompute = stages, micro_batches, recompute
     self.plan_path = plan_path
+    # Plan at the first fit and stop there (`PlanReady`), for devices not booked yet.
+    self.plan_only = plan_only
     self.plans = []
 
   def __enter__(self):
@@ -473,7 +486,9 @@ class Pipelining:
       if type(model).train_step is not train_step:
         raise ValueError(f"strategy='pipeline': {type(model).__name__} defines its own "
                          'train_step, which cannot be split into pipeline stages.')
-      pipelining.stage(model, _first_batches(x, MEASURED_BATCHES))
+      plan = pipelining.stage(model, _first_batches(x, MEASURED_BATCHES))
+      if pipelining.plan_only:
+        raise PlanReady(plan)
       return pipelining._keras_fit(model, x, *args, **kwargs)
 
     training.Model.train_step = train_step
@@ -482,8 +497,12 @@ class Pipelining:
 
   def stage(self, model, batches) -> Dict[str, Any]:
     """Plans `model`'s stages on `batches` and makes its train step use them."""
-    devices = devices_for(self.stages)
+    # A plan made before booking devices names them by position; they need not exist here.
+    devices = ([f'device {index}' for index in range(self.stages)] if self.plan_only
+               else devices_for(self.stages))
     plan = make_plan(model, self.stages, self.micro_batches, devices, batches)
+    if self.plan_only:
+      return plan
     plan['recompute'] = self.recompute
     units = units_of(model)
     model._distillery_stages = (stage_functions(model, units, plan['unit_boundaries']),  # pylint: disable=protected-access
@@ -511,3 +530,82 @@ class Pipelining:
     from tf_keras.src.engine import training  # pylint: disable=g-import-not-at-top
     training.Model.train_step = self._keras_train_step
     training.Model.fit = self._keras_fit
+
+
+def plan_module(module_file: str, examples_uri: str, transform_graph_uri: str, stages: int,
+                micro_batches: int, custom_config: Optional[Dict[str, Any]] = None,
+                schema_uri: Optional[str] = None) -> Dict[str, Any]:
+  """The plan a module file's model would train under, made without training it.
+
+  Runs the module's `run_fn` as TFX's Trainer would (its GenericExecutor, on the given
+  Transform outputs) up to its first `fit`, measures the model's units there on a few real
+  batches, on this machine, and stops.
+
+  Args:
+    module_file: A Trainer module file (`run_fn`).
+    examples_uri: Transformed examples (a folder of `Split-*` folders).
+    transform_graph_uri: Transform's graph.
+    stages: S, the devices the plan is for.
+    micro_batches: M.
+    custom_config: Given to run_fn as `fn_args.custom_config`.
+    schema_uri: A Schema artifact's folder, for module files that read it.
+
+  Returns:
+    The plan (`make_plan`).
+
+  Raises:
+    ValueError: as `make_plan`, or when run_fn never fits a model.
+  """
+  import tempfile  # pylint: disable=g-import-not-at-top
+  from tfx.components.trainer import executor as trainer_executor  # pylint: disable=g-import-not-at-top
+  from tfx.types import standard_artifacts  # pylint: disable=g-import-not-at-top
+  from tfx.types import standard_component_specs as keys  # pylint: disable=g-import-not-at-top
+  validate_stages(stages)
+
+  def artifact(kind, uri):
+    made = kind()
+    made.uri = uri
+    return made
+
+  examples = artifact(standard_artifacts.Examples, examples_uri)
+  examples.split_names = json.dumps(sorted(
+      name[len('Split-'):] for name in os.listdir(examples_uri) if name.startswith('Split-')))
+  inputs = {keys.EXAMPLES_KEY: [examples],
+            keys.TRANSFORM_GRAPH_KEY: [artifact(standard_artifacts.TransformGraph,
+                                                transform_graph_uri)]}
+  if schema_uri:
+    inputs[keys.SCHEMA_KEY] = [artifact(standard_artifacts.Schema, schema_uri)]
+  with tempfile.TemporaryDirectory(prefix='plan-stages-') as scratch:
+    outputs = {keys.MODEL_KEY: [artifact(standard_artifacts.Model,
+                                         os.path.join(scratch, 'model'))],
+               keys.MODEL_RUN_KEY: [artifact(standard_artifacts.ModelRun,
+                                             os.path.join(scratch, 'model_run'))]}
+    properties = {'module_file': module_file,
+                  'train_args': json.dumps({'num_steps': MEASURED_BATCHES + 1}),
+                  'eval_args': json.dumps({'num_steps': 1}),
+                  'custom_config': json.dumps(custom_config or {})}
+    try:
+      with Pipelining(stages, micro_batches, plan_only=True):
+        trainer_executor.GenericExecutor().Do(inputs, outputs, properties)
+    except PlanReady as ready:
+      return ready.plan
+  raise ValueError(f'{module_file}: run_fn returned without fitting a Keras model, so there '
+                   'is no model to plan.')
+
+
+def format_plan(plan: Dict[str, Any]) -> str:
+  """The plan as a table a person reads, with the slowest stage and the bubble share."""
+  lines = [f"{plan['stages']} stages x {plan['micro_batches']} micro-batches: predicted bubble "
+           f"share (S - 1) / (M + S - 1) = {plan['predicted_bubble_share']:.2f}",
+           '| stage | layers | parameters | forward + backward (ms) | activation bytes |',
+           '|---|---|---|---|---|']
+  for stage in plan['per_stage']:
+    layers = stage['layers']
+    named = layers[0] if len(layers) == 1 else f'{layers[0]} .. {layers[-1]}'
+    lines.append(f"| {stage['stage']} | {len(layers)} ({named}) | {stage['parameters']:,} | "
+                 f"{stage['seconds'] * 1000:.2f} | {stage['activation_bytes']:,} |")
+  total = sum(stage['seconds'] for stage in plan['per_stage'])
+  lines.append(f"slowest stage {plan['slowest_stage_seconds'] * 1000:.2f} ms of "
+               f'{total * 1000:.2f} ms in all (an even split would be '
+               f"{total * 1000 / plan['stages']:.2f} ms)")
+  return '\n'.join(lines)

@@ -1,4 +1,5 @@
-"""TFX's taxi and penguin module files, unchanged, in a DistributedTrainer with micro_batches=4.
+"""TFX's taxi and penguin module files, unchanged, in a DistributedTrainer with micro_batches=4,
+and penguin's (a chain after its inputs) with strategy='pipeline'.
 
 Each example's front is built as its pipeline file builds it (chain.stock_front: its
 ExampleGen, StatisticsGen, SchemaGen, Transform with its module file); the DistributedTrainer
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.e2e
 MICRO_BATCHES = 4
 
 
-def run_with_micro_batches(name, root, front, module_file, label_column):
+def run_with_micro_batches(name, root, front, module_file, label_column, **strategy):
   """Runs the front and a DistributedTrainer on its module file.
 
   Returns:
@@ -37,7 +38,7 @@ def run_with_micro_batches(name, root, front, module_file, label_column):
       transform_graph=transform.outputs['transform_graph'],
       schema=schema_gen.outputs['schema'],
       train_args=tfx.proto.TrainArgs(num_steps=20), eval_args=tfx.proto.EvalArgs(num_steps=5),
-      micro_batches=MICRO_BATCHES)
+      micro_batches=MICRO_BATCHES, **strategy)
   with helpers.ProgressLines() as lines:
     tfx.orchestration.LocalDagRunner().run(chain.pipeline(name, root, front[:4] + [trainer]))
   model_uri = chain.output_uri(root, name, 'DistributedTrainer', 'Model')
@@ -69,3 +70,16 @@ def test_tfx_taxi_module_file_trains_with_micro_batches(tmp_path):
                                           'tips')
   assert any(f'{MICRO_BATCHES} micro-batches per step' in line for line in lines)
   assert list(outputs.values())[0].shape[0] == 3
+
+
+def test_tfx_penguin_module_file_trains_in_pipeline_stages(tmp_path):
+  """penguin_utils_keras.py builds MirroredStrategy() itself; its model is a chain after the
+  inputs' concatenation, so it runs in 2 stages on 2 logical CPUs, unchanged."""
+  front = chain.penguin_front(train_steps=20)
+  module_file = os.path.join(chain.TFX_ROOT, 'examples', 'penguin', 'penguin_utils_keras.py')
+  lines, outputs = run_with_micro_batches('penguin-stages', str(tmp_path), front, module_file,
+                                          'species', strategy='pipeline', stages=2,
+                                          logical_devices=True)
+  assert any("strategy='pipeline', 2 stages x 4 micro-batches" in line for line in lines)
+  assert any('stage 1 on /device:CPU:1' in line for line in lines)
+  assert list(outputs.values())[0].shape == (3, 3)

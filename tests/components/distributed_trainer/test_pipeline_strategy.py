@@ -1,5 +1,6 @@
 """strategy='pipeline': GPipe's stages equal one device's training, the plan, and refusals."""
 
+import io
 import itertools
 import json
 import os
@@ -13,13 +14,16 @@ import tf_keras
 from tfx.types import standard_artifacts
 
 from tfx_distillery.components import DistributedTrainer
+from tfx_distillery.components.common import progress
 from tfx_distillery.components.distributed_trainer import gpipe
+from tfx_distillery.pipelines import cli
 from tests import helpers
 from tests.components.distributed_trainer import test_distributed_trainer as trainer_tests
 
 HERE = os.path.dirname(__file__)
 EQUALITY_SCRIPT = os.path.join(HERE, 'pipeline_equality.py')
 CHAIN_MODULE = os.path.join(HERE, 'chain_module.py')
+TABULAR_TEACHER_PATH = trainer_tests.TABULAR_TEACHER
 
 
 def exhaustive_slowest(costs, stages):
@@ -168,3 +172,44 @@ def test_bad_pipeline_arguments_are_refused_at_construction(arguments, message):
   with pytest.raises(ValueError, match=message):
     DistributedTrainer(examples=helpers.channel(standard_artifacts.Examples),
                        module_file=trainer_tests.TABULAR_TEACHER, **arguments)
+
+
+def plan_stages(data, capsys, *arguments):
+  examples, graph, _ = data
+  try:
+    status = cli.main(['plan-stages', TABULAR_TEACHER_PATH, '--examples', examples.uri,
+                       '--transform-graph', graph.uri, '--custom-config',
+                       '{"label_column": "species"}', *arguments])
+  finally:
+    # The command leaves the logger on this test's captured stdout, which pytest closes.
+    progress.set_console(io.StringIO())
+  return status, capsys.readouterr()
+
+
+def test_plan_stages_prints_our_teachers_plan_and_the_bubble_share_without_training(data,
+                                                                                    capsys):
+  status, printed = plan_stages(data, capsys, '--devices', '3', '--micro-batches', '4')
+  assert status == 0, printed.err
+  assert 'predicted bubble share (S - 1) / (M + S - 1) = 0.33' in printed.out
+  assert [line.split('|')[1].strip() for line in printed.out.splitlines()
+          if line.startswith('| ') and line[2].isdigit()] == ['0', '1', '2']
+  status, printed = plan_stages(data, capsys, '--devices', '2', '--micro-batches', '8', '--json')
+  plan = json.loads(printed.out)
+  assert plan['stages'] == 2 and plan['predicted_bubble_share'] == pytest.approx(1 / 9)
+  assert plan['per_stage'][0]['device'] == 'device 0'
+  # Every layer with weights is in one stage, the teacher's parameters all counted.
+  assert sum(stage['parameters'] for stage in plan['per_stage']) == sum(
+      unit['parameters'] for unit in plan['units'])
+
+
+def test_plan_stages_refuses_more_stages_than_layers_by_name(data, capsys):
+  status, printed = plan_stages(data, capsys, '--devices', '40')
+  assert status == 2
+  assert 'stages=40 is more than the' in printed.err and 'layers of model' in printed.err
+
+
+def test_plan_stages_refuses_a_device_count_below_one(data, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    plan_stages(data, capsys, '--devices', '0')
+  assert exit_info.value.code == 2
+  assert '--devices must be a whole number >= 1; got 0' in capsys.readouterr().err
