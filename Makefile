@@ -55,7 +55,7 @@ test-e2e: $(INSTALLED)
 # the results a change made stale. A test keeps these hours equal to the results' (a result
 # not measured yet, results.PENDING, adds none).
 BENCHMARKS := pipeline shipping-demo pruning distillation mnist1d-small mnist1d-large-cnn mnist1d-large-mlp \
-  compression distributed ingestion scale beam_modes beam_engines
+  compression distributed ingestion scale beam_modes beam_engines pipeline_parallel
 RESULTS_DIR := docs/results
 RECHECKS := mnist1d-large-cnn-held-out mnist1d-large-mlp-held-out mnist1d-mlp-mixup-pseudo
 SHIPPING_RUNS := shipping-csv-1x shipping-csv-10x shipping-csv-100x shipping-digits shipping-taxi \

@@ -43,7 +43,7 @@ ORDER = ('pipeline', 'shipping-demo', 'shipping-csv-1x', 'shipping-csv-10x', 'sh
          'pruning', 'distillation', 'mnist1d-small', 'mnist1d-large-cnn',
          'mnist1d-large-cnn-held-out', 'mnist1d-large-mlp', 'mnist1d-large-mlp-held-out',
          'mnist1d-mlp-mixup-pseudo', 'compression', 'distributed', 'ingestion', 'scale',
-         'beam_modes', 'beam_engines')
+         'beam_modes', 'beam_engines', 'pipeline_parallel')
 
 
 # Why a result saved under an older name was renamed, unless it says (`renamed_why`).
@@ -68,6 +68,10 @@ PENDING: Dict[str, str] = {
         f'benchmark was split by run, and this one has not been run since. '
         f'`python -m benchmarks.recorded shipping-{run} --save --json` measures it.')
        for run in ('csv-100x',)},
+    'pipeline_parallel': (
+        'Not measured yet (#63): GPipe\'s stages against one device, the partitioner, the '
+        'bubble, memory and step time need an idle machine. `python -m benchmarks.recorded '
+        'pipeline_parallel --save --json` measures it.'),
     'beam_engines': (
         'Not measured yet (#62): the engines\' cost curve is 12 whole runs, about 4 hours on '
         '2 cores, and has not been run. `python -m benchmarks.recorded beam_engines --save '

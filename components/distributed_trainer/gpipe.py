@@ -517,7 +517,7 @@ class Pipelining:
     for stage in plan['per_stage']:
       logger.info('  stage %d on %s: %d layers (%s), %d parameters, %.2f ms forward and '
                   'backward, %d activation bytes', stage['stage'], stage['device'],
-                  len(stage['layers']), ', '.join(stage['layers']), stage['parameters'],
+                  len(stage['layers']), _layer_span(stage['layers']), stage['parameters'],
                   stage['seconds'] * 1000, stage['activation_bytes'])
     if self.plan_path:
       temporary = self.plan_path + '.tmp'
@@ -530,6 +530,10 @@ class Pipelining:
     from tf_keras.src.engine import training  # pylint: disable=g-import-not-at-top
     training.Model.train_step = self._keras_train_step
     training.Model.fit = self._keras_fit
+
+
+def _layer_span(layers: List[str]) -> str:
+  return ', '.join(layers) if len(layers) <= 3 else f'{layers[0]} .. {layers[-1]}'
 
 
 def plan_module(module_file: str, examples_uri: str, transform_graph_uri: str, stages: int,
