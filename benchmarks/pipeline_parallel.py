@@ -23,7 +23,6 @@ Usage:
   python -m benchmarks.pipeline_parallel --json [--steps 50]
 """
 
-import itertools
 import os
 import statistics
 import time
@@ -104,14 +103,6 @@ def equality(steps: int):
   return measured
 
 
-def exhaustive_slowest(costs, stages):
-  best = float('inf')
-  for cuts in itertools.combinations(range(1, len(costs)), stages - 1):
-    edges = (0,) + cuts + (len(costs),)
-    best = min(best, max(sum(costs[start:end]) for start, end in zip(edges, edges[1:])))
-  return best
-
-
 def partition_rows(work_dir: str):
   """The partitioner against exhaustive search, on each model's measured unit costs."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -139,7 +130,7 @@ def partition_rows(work_dir: str):
                       'refused': f'{len(costs) - 1} places to cut'})
         continue
       _, slowest = gpipe.best_split(costs, stages)
-      best = exhaustive_slowest(costs, stages)
+      best = gpipe.exhaustive_slowest(costs, stages)
       table.append({'model': name, 'stages': stages, 'units': len(costs),
                     'slowest_ms': slowest * 1000, 'exhaustive_ms': best * 1000,
                     'ratio': slowest / best, 'even_ms': sum(costs) / stages * 1000})

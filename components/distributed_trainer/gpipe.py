@@ -237,6 +237,19 @@ def best_split(costs: Sequence[float], stages: int) -> Tuple[List[int], float]:
   return sorted(boundaries), best[stages][count]
 
 
+def exhaustive_slowest(costs: Sequence[float], stages: int) -> float:
+  """The smallest slowest part over every contiguous split, by trying them all.
+
+  What `best_split` must equal; C(N - 1, S - 1) splits, so for checks, not for planning.
+  """
+  import itertools  # pylint: disable=g-import-not-at-top
+  best = float('inf')
+  for cuts in itertools.combinations(range(1, len(costs)), stages - 1):
+    edges = (0,) + cuts + (len(costs),)
+    best = min(best, max(sum(costs[start:end]) for start, end in zip(edges, edges[1:])))
+  return best
+
+
 def measure_units(model, units: List[Unit], batches: List[Any]) -> None:
   """Times each unit's forward and backward pass and sizes its activations, on real batches.
 

@@ -1,7 +1,6 @@
 """strategy='pipeline': GPipe's stages equal one device's training, the plan, and refusals."""
 
 import io
-import itertools
 import json
 import os
 import random
@@ -26,15 +25,6 @@ CHAIN_MODULE = os.path.join(HERE, 'chain_module.py')
 TABULAR_TEACHER_PATH = trainer_tests.TABULAR_TEACHER
 
 
-def exhaustive_slowest(costs, stages):
-  """The smallest slowest part over every contiguous split, by trying them all."""
-  best = float('inf')
-  for cuts in itertools.combinations(range(1, len(costs)), stages - 1):
-    edges = (0,) + cuts + (len(costs),)
-    best = min(best, max(sum(costs[start:end]) for start, end in zip(edges, edges[1:])))
-  return best
-
-
 def test_the_split_is_the_best_contiguous_one_found_by_trying_every_split():
   generator = random.Random(0)
   for _ in range(200):
@@ -46,7 +36,7 @@ def test_the_split_is_the_best_contiguous_one_found_by_trying_every_split():
         start < end for start, end in zip(edges, edges[1:]))
     assert slowest == pytest.approx(max(sum(costs[start:end])
                                         for start, end in zip(edges, edges[1:])))
-    assert slowest == pytest.approx(exhaustive_slowest(costs, stages))
+    assert slowest == pytest.approx(gpipe.exhaustive_slowest(costs, stages))
 
 
 def test_the_bubble_share_is_gpipes():
