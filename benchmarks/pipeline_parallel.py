@@ -115,7 +115,12 @@ def partition_rows(work_dir: str):
       unit['seconds'] for unit in gpipe.make_plan(mlp(), 1, 8, ['cpu'], batches)['units']]
   for name in TEACHERS:
     folder = os.path.join(work_dir, name)
-    transformed, graph, _ = common.transform_dataset(name, folder)
+    data_root = None
+    if name == 'mnist1d':  # Drawn by make_dataset and split into folders, as its run does.
+      from tfx_distillery.pipelines import mnist1d_data  # pylint: disable=g-import-not-at-top
+      data_root = mnist1d_data.write_csv(os.path.join(folder, 'data')).labelled_root
+    transformed, graph, _ = common.transform_dataset(name, os.path.join(folder, 'run'),
+                                                     data_root=data_root)
     dataset = datasets.resolve(name, folder, pool_rows=0)
     # One stage: every unit measured once, on the teacher's own batches; then each S is split
     # from the same costs.
