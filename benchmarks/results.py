@@ -67,7 +67,7 @@ PENDING: Dict[str, str] = {
         f'Not measured yet: #61\'s shipping runs are one result each since the shipping '
         f'benchmark was split by run, and this one has not been run since. '
         f'`python -m benchmarks.recorded shipping-{run} --save --json` measures it.')
-       for run in ('csv-100x',)},
+       for run in ()},
     'beam_engines': (
         'Not measured yet (#62): the engines\' cost curve is 12 whole runs, about 4 hours on '
         '2 cores, and has not been run. `python -m benchmarks.recorded beam_engines --save '
