@@ -63,11 +63,6 @@ def command_for(name: str) -> List[str]:
 # re-run did not fit the session. docs/benchmarks.md says so in the result's place; a test
 # fails once a pending benchmark has a result again, so the entry goes with its re-run.
 PENDING: Dict[str, str] = {
-    **{f'shipping-{run}': (
-        f'Not measured yet: #61\'s shipping runs are one result each since the shipping '
-        f'benchmark was split by run, and this one has not been run since. '
-        f'`python -m benchmarks.recorded shipping-{run} --save --json` measures it.')
-       for run in ('csv-100x',)},
     'pipeline_parallel': (
         'Not measured yet (#63): GPipe\'s stages against one device, the partitioner, the '
         'bubble, memory and step time need an idle machine. `python -m benchmarks.recorded '
