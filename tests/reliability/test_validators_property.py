@@ -75,7 +75,7 @@ def test_distribution_settings(strategy, workers, servers, communication):
   valid = (strategy in strategy_lib.STRATEGIES and communication in strategy_lib.COMMUNICATIONS
            and integer_workers and workers >= 1 and servers >= 0
            and (servers >= 1) == (strategy == 'parameter_server')
-           and not (strategy in ('one_device', 'mirrored') and workers > 1)
+           and not (strategy in ('one_device', 'mirrored', 'pipeline') and workers > 1)
            and not (strategy == 'mirrored' and communication == 'ring')
            and not (strategy != 'mirrored' and communication == 'reduce_to_one_device'))
   assert accepted(strategy_lib.validate, strategy, workers, servers, communication) == valid
