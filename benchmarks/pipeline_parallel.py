@@ -44,6 +44,9 @@ LEARNING_RATE = 0.05
 TIMED_BATCH = 256
 TIMED_STEPS = 20
 TEACHERS = ('taxi', 'digits', 'mnist1d')
+# The teachers' plans docs/scaling-out.md shows: 2 and 4 devices, 8 micro-batches.
+PLANNED_STAGES = (2, 4)
+PLANNED_MICRO_BATCHES = 8
 
 
 def mlp(learning_rate=LEARNING_RATE):
@@ -108,7 +111,7 @@ def partition_rows(work_dir: str):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tfx_distillery.components.distributed_trainer import gpipe  # pylint: disable=g-import-not-at-top
   from tfx_distillery.pipelines import datasets  # pylint: disable=g-import-not-at-top
-  costs_by_model = {}
+  costs_by_model, teacher_plans = {}, []
   features, _ = rows()
   batches = [tf.constant(features[start:start + 64]) for start in (0, 64, 128)]
   costs_by_model['24-layer MLP'] = [
@@ -127,6 +130,8 @@ def partition_rows(work_dir: str):
     plan = gpipe.plan_module(datasets.module_file(f'{name}_teacher'), transformed, graph, 1, 8,
                              {'label_column': dataset.label_column})
     costs_by_model[f'{name} teacher'] = [unit['seconds'] for unit in plan['units']]
+    teacher_plans += [stage_plan(name, plan['units'], stages, PLANNED_MICRO_BATCHES)
+                      for stages in PLANNED_STAGES if stages <= len(plan['units'])]
   table = []
   for name, costs in costs_by_model.items():
     for stages in (2, 4):
@@ -139,7 +144,38 @@ def partition_rows(work_dir: str):
       table.append({'model': name, 'stages': stages, 'units': len(costs),
                     'slowest_ms': slowest * 1000, 'exhaustive_ms': best * 1000,
                     'ratio': slowest / best, 'even_ms': sum(costs) / stages * 1000})
-  return table
+  return table, teacher_plans
+
+
+def stage_plan(teacher: str, units, stages: int, micro_batches: int) -> dict:
+  """A teacher's plan at `stages`, split from its units' measured costs as `make_plan` splits."""
+  from tfx_distillery.components.distributed_trainer import gpipe  # pylint: disable=g-import-not-at-top
+  boundaries, slowest = gpipe.best_split([unit['seconds'] for unit in units], stages)
+  per_stage = []
+  for index, (start, end) in enumerate(zip([0] + boundaries, boundaries + [len(units)])):
+    members = units[start:end]
+    layers = [name for unit in members for name in unit['layers']]
+    per_stage.append({'stage': index, 'layers': layers,
+                      'parameters': sum(unit['parameters'] for unit in members),
+                      'ms': sum(unit['seconds'] for unit in members) * 1000,
+                      'activation_bytes': sum(unit['activation_bytes'] for unit in members)})
+  return {'teacher': teacher, 'stages': stages, 'micro_batches': micro_batches,
+          'predicted_bubble_share': gpipe.bubble_share(stages, micro_batches),
+          'slowest_ms': slowest * 1000, 'per_stage': per_stage}
+
+
+def plan_rows(teacher_plans):
+  """The teachers' plans as table rows, one per stage, as `distillery plan-stages` shows them."""
+  table_rows = []
+  for plan in teacher_plans:
+    for stage in plan['per_stage']:
+      layers = stage['layers']
+      named = layers[0] if len(layers) == 1 else f'{layers[0]} .. {layers[-1]}'
+      table_rows.append([plan['teacher'], plan['stages'], stage['stage'],
+                         f'{len(layers)} ({named})', f'{stage["parameters"]:,}',
+                         f'{stage["ms"]:.2f}', f'{stage["activation_bytes"]:,}',
+                         f'{plan["predicted_bubble_share"]:.2f}'])
+  return table_rows
 
 
 def bubble(stages: int, micro_batches: int):
@@ -263,7 +299,7 @@ def step_times(stages: int, micro_batches: int):
 
 def run(steps: int, work_dir: str) -> dict:
   grid = equality(steps)
-  partitions = partition_rows(work_dir)
+  partitions, teacher_plans = partition_rows(work_dir)
   bubbles = [bubble(stages, micro) for stages, micro in BUBBLE_PAIRS]
   memory_rows, single_device = memory(4, 8)
   times = step_times(4, 8)
@@ -289,7 +325,8 @@ def run(steps: int, work_dir: str) -> dict:
       'summary': ('A 24-layer MLP and our teachers on one CPU split into 4 logical devices. '
                   'Logical devices share the cores: correctness and the schedule, not speed.'),
       'targets': targets,
-      'equality': grid, 'partitions': partitions, 'bubbles': bubbles,
+      'equality': grid, 'partitions': partitions, 'teacher_plans': teacher_plans,
+      'bubbles': bubbles,
       'memory': memory_rows, 'single_device_activation_bytes': single_device,
       'step_seconds': times,
       'tables': [
@@ -306,6 +343,11 @@ def run(steps: int, work_dir: str) -> dict:
                           f'{row["ratio"]:.2f}' if 'ratio' in row else '',
                           f'{row["even_ms"]:.2f}' if 'ratio' in row else row['refused']]
                          for row in partitions]),
+          results.table(f'Our teachers\' plans, M={PLANNED_MICRO_BATCHES} (as `distillery '
+                        'plan-stages` prints them; ms: forward and backward on one of the teacher\'s own '
+                        'training batches)',
+                        ['teacher', 'S', 'stage', 'layers', 'parameters', 'ms',
+                         'activation bytes', 'predicted bubble'], plan_rows(teacher_plans)),
           results.table('Bubble share of one forward pass (median of 5)',
                         ['S', 'M', 'measured', '(S - 1) / (M + S - 1)',
                          'idle share from cores alone, 1 - cores / S'],
