@@ -109,6 +109,7 @@ def equality(steps: int):
 def partition_rows(work_dir: str):
   """The partitioner against exhaustive search, on each model's measured unit costs."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tf_keras  # pylint: disable=g-import-not-at-top
   from tfx_distillery.components.distributed_trainer import gpipe  # pylint: disable=g-import-not-at-top
   from tfx_distillery.pipelines import datasets  # pylint: disable=g-import-not-at-top
   costs_by_model, teacher_plans = {}, []
@@ -125,6 +126,8 @@ def partition_rows(work_dir: str):
     transformed, graph, _ = common.transform_dataset(name, os.path.join(folder, 'run'),
                                                      data_root=data_root)
     dataset = datasets.resolve(name, folder, pool_rows=0)
+    # A fresh Keras session names the layers as a `distillery plan-stages` process would.
+    tf_keras.backend.clear_session()
     # One stage: every unit measured once, on the teacher's own batches; then each S is split
     # from the same costs.
     plan = gpipe.plan_module(datasets.module_file(f'{name}_teacher'), transformed, graph, 1, 8,
