@@ -399,3 +399,16 @@ def test_the_mixup_baseline_table_in_docs_mnist1d_is_the_result():
     line = (f"| {seeds[0]}-{seeds[-1]} | **{row['value']:+.3f} ± {row['std']:.3f}, {verdict}** | "
             + ', '.join(f'{value:+.3f}' for value in row['values']) + ' |')
     assert line in section, line
+
+
+def test_the_teachers_plans_docs_scaling_out_shows_are_the_result():
+  """Every row of the teachers' plan table in docs/scaling-out.md is the recorded result's."""
+  with open(os.path.join(results.RESULTS_DIR, 'pipeline_parallel.json')) as handle:
+    tables = json.load(handle)['result']['tables']
+  plans = next(table for table in tables if table['title'].startswith("Our teachers' plans"))
+  with open(os.path.join(results.REPOSITORY, 'docs', 'scaling-out.md')) as handle:
+    document = handle.read()
+  section = document.split("## Our teachers' plans", 1)[1].split('\n#', 1)[0]
+  quoted = [line for line in section.splitlines() if line.startswith('| ')][1:]
+  assert quoted == ['| ' + ' | '.join(str(cell) for cell in row) + ' |'
+                    for row in plans['rows']]
