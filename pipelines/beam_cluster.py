@@ -556,7 +556,13 @@ def _flink_processes(engine_home: str, job_server: str, work_dir: str, log,
         f'rest.bind-address: {LOOPBACK}', f'rest.port: {rest_port}',
         f'taskmanager.bind-host: {LOOPBACK}', f'taskmanager.host: {LOOPBACK}',
         'taskmanager.numberOfTaskSlots: 1', 'jobmanager.memory.process.size: 1024m',
-        'taskmanager.memory.process.size: 2048m', f'parallelism.default: {slots}',
+        'taskmanager.memory.process.size: 2560m', f'parallelism.default: {slots}',
+        # Beam's gRPC data plane to the SDK harness allocates direct (off-heap) buffers in
+        # the TaskManager. Flink caps direct memory at its off-heap budget, which by default
+        # is the network buffers plus 128 MB for the framework: at 1.5 million rows
+        # IngestionTransform failed with "OutOfMemoryError: Direct buffer memory". 512 MB
+        # of task off-heap memory (the process grows by as much) gives gRPC its own room.
+        'taskmanager.memory.task.off-heap.size: 512m',
         # A batch exchange's sort-shuffle takes 512 network buffers by default, and TFX's
         # Transform runs dozens of exchanges at once: 8,192 buffers ran short. 64 each is
         # Flink's own floor for small jobs.

@@ -263,3 +263,23 @@ def test_checking_the_engine_arguments_loads_no_beam_before_the_console_is_redir
       capture_output=True, text=True, timeout=120, check=False)
   assert checked.returncode == 0, checked.stderr
   assert checked.stdout.strip() == '[]'
+
+
+@pytest.mark.e2e  # needs Flink's jars (make engines), as the engine tests do
+def test_the_flink_taskmanager_has_direct_memory_for_beams_data_plane(tmp_path):
+  """Flink caps a TaskManager's direct memory at its off-heap budget; Beam's gRPC data plane
+  needs room there beside the network buffers, or a 1.5-million-row Transform fails with
+  "OutOfMemoryError: Direct buffer memory" (benchmarks/beam_engines.py, 100x)."""
+  engine_home = beam_cluster.fetch_engine('flink', log=lambda line: None)
+  processes, *_ = beam_cluster._flink_processes(  # pylint: disable=protected-access
+      engine_home, str(tmp_path / 'job-server'), str(tmp_path), lambda line: None, 2)
+  taskmanagers = [process for process in processes
+                  if process.role.startswith('flink taskmanager')]
+  assert len(taskmanagers) == 2
+  for process in taskmanagers:
+    direct = [option for option in process.command
+              if option.startswith('-XX:MaxDirectMemorySize=')]
+    assert len(direct) == 1, process.command
+    limit = int(direct[0].split('=', 1)[1])
+    # Flink's own share: 256 MB of network buffers and 128 MB for the framework.
+    assert limit >= (256 + 128 + 512) * 2**20, direct
