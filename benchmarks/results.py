@@ -63,10 +63,6 @@ def command_for(name: str) -> List[str]:
 # re-run did not fit the session. docs/benchmarks.md says so in the result's place; a test
 # fails once a pending benchmark has a result again, so the entry goes with its re-run.
 PENDING: Dict[str, str] = {
-    'beam_engines': (
-        'Not measured yet (#62): the engines\' cost curve is 12 whole runs, about 4 hours on '
-        '2 cores, and has not been run. `python -m benchmarks.recorded beam_engines --save '
-        '--json` measures it.'),
 }
 
 

@@ -28,3 +28,12 @@ def test_the_crossover_is_interpolated_in_log_rows_where_the_ratio_crosses_one()
   assert rows == round(10 ** (4 + 2 * (2 / 2.5)))
   assert beam_engines.crossover_rows([(10_000, 30.0, 10.0), (1_000_000, 700.0, 600.0)]) is None
   assert beam_engines.crossover_rows([(10_000, 5.0, 10.0), (1_000_000, 5.0, 10.0)]) == 10_000
+
+
+def test_a_failed_runs_console_tail_names_no_path_of_this_machine(tmp_path):
+  from benchmarks import results  # pylint: disable=import-outside-toplevel
+  text = (f'{results.REPOSITORY}/.venv/lib/python3.10/site-packages/apache_beam/x.py\n'
+          f'error: {tmp_path}/home-x100-flink-1/runs failed\n')
+  recorded = beam_engines.recordable(text, str(tmp_path))
+  assert recorded == ('$REPOSITORY/.venv/lib/python3.10/site-packages/apache_beam/x.py\n'
+                      'error: $WORK_DIR/home-x100-flink-1/runs failed\n')
