@@ -556,13 +556,18 @@ def _flink_processes(engine_home: str, job_server: str, work_dir: str, log,
         f'rest.bind-address: {LOOPBACK}', f'rest.port: {rest_port}',
         f'taskmanager.bind-host: {LOOPBACK}', f'taskmanager.host: {LOOPBACK}',
         'taskmanager.numberOfTaskSlots: 1', 'jobmanager.memory.process.size: 1024m',
-        'taskmanager.memory.process.size: 2560m', f'parallelism.default: {slots}',
+        'taskmanager.memory.process.size: 4096m', f'parallelism.default: {slots}',
         # Beam's gRPC data plane to the SDK harness allocates direct (off-heap) buffers in
         # the TaskManager. Flink caps direct memory at its off-heap budget, which by default
         # is the network buffers plus 128 MB for the framework: at 1.5 million rows
         # IngestionTransform failed with "OutOfMemoryError: Direct buffer memory". 512 MB
-        # of task off-heap memory (the process grows by as much) gives gRPC its own room.
+        # of task off-heap memory gives gRPC its own room.
         'taskmanager.memory.task.off-heap.size: 512m',
+        # Beam's Flink runner holds a grouped key's values and the data plane's elements on
+        # the heap; with 2.5 GB and Flink's default 40% of it managed (for its own sorting),
+        # the same run then failed with "Java heap space". 10% managed leaves about 2 GB of
+        # heap for the tasks.
+        'taskmanager.memory.managed.fraction: 0.1',
         # A batch exchange's sort-shuffle takes 512 network buffers by default, and TFX's
         # Transform runs dozens of exchanges at once: 8,192 buffers ran short. 64 each is
         # Flink's own floor for small jobs.

@@ -266,7 +266,7 @@ def test_checking_the_engine_arguments_loads_no_beam_before_the_console_is_redir
 
 
 @pytest.mark.e2e  # needs Flink's jars (make engines), as the engine tests do
-def test_the_flink_taskmanager_has_direct_memory_for_beams_data_plane(tmp_path):
+def test_the_flink_taskmanager_has_memory_for_beams_data_plane_and_heap(tmp_path):
   """Flink caps a TaskManager's direct memory at its off-heap budget; Beam's gRPC data plane
   needs room there beside the network buffers, or a 1.5-million-row Transform fails with
   "OutOfMemoryError: Direct buffer memory" (benchmarks/beam_engines.py, 100x)."""
@@ -283,3 +283,6 @@ def test_the_flink_taskmanager_has_direct_memory_for_beams_data_plane(tmp_path):
     limit = int(direct[0].split('=', 1)[1])
     # Flink's own share: 256 MB of network buffers and 128 MB for the framework.
     assert limit >= (256 + 128 + 512) * 2**20, direct
+    # And the tasks' heap: "Java heap space" at 1.5 million rows with 205 MB of it.
+    heap = [option for option in process.command if option.startswith('-Xmx')]
+    assert len(heap) == 1 and int(heap[0][len('-Xmx'):]) >= 1800 * 2**20, heap
