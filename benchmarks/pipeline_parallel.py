@@ -126,15 +126,16 @@ def partition_rows(work_dir: str):
     transformed, graph, _ = common.transform_dataset(name, os.path.join(folder, 'run'),
                                                      data_root=data_root)
     dataset = datasets.resolve(name, folder, pool_rows=0)
-    # A fresh Keras session names the layers as a `distillery plan-stages` process would.
-    tf_keras.backend.clear_session()
-    # One stage: every unit measured once, on the teacher's own batches; then each S is split
-    # from the same costs.
-    plan = gpipe.plan_module(datasets.module_file(f'{name}_teacher'), transformed, graph, 1, 8,
-                             {'label_column': dataset.label_column})
+    # Each S planned as `distillery plan-stages` plans it: a fresh Keras session (so the
+    # layers are named as in that process), the module's run_fn, its own batches measured.
+    custom_config = {'label_column': dataset.label_column}
+    for stages in PLANNED_STAGES:
+      tf_keras.backend.clear_session()
+      plan = gpipe.plan_module(datasets.module_file(f'{name}_teacher'), transformed, graph,
+                               stages, PLANNED_MICRO_BATCHES, custom_config)
+      teacher_plans.append(dict(plan, teacher=name))
+    # The partitioner's check below splits every S from one plan's measured unit costs.
     costs_by_model[f'{name} teacher'] = [unit['seconds'] for unit in plan['units']]
-    teacher_plans += [stage_plan(name, plan['units'], stages, PLANNED_MICRO_BATCHES)
-                      for stages in PLANNED_STAGES if stages <= len(plan['units'])]
   table = []
   for name, costs in costs_by_model.items():
     for stages in (2, 4):
@@ -150,33 +151,16 @@ def partition_rows(work_dir: str):
   return table, teacher_plans
 
 
-def stage_plan(teacher: str, units, stages: int, micro_batches: int) -> dict:
-  """A teacher's plan at `stages`, split from its units' measured costs as `make_plan` splits."""
-  from tfx_distillery.components.distributed_trainer import gpipe  # pylint: disable=g-import-not-at-top
-  boundaries, slowest = gpipe.best_split([unit['seconds'] for unit in units], stages)
-  per_stage = []
-  for index, (start, end) in enumerate(zip([0] + boundaries, boundaries + [len(units)])):
-    members = units[start:end]
-    layers = [name for unit in members for name in unit['layers']]
-    per_stage.append({'stage': index, 'layers': layers,
-                      'parameters': sum(unit['parameters'] for unit in members),
-                      'ms': sum(unit['seconds'] for unit in members) * 1000,
-                      'activation_bytes': sum(unit['activation_bytes'] for unit in members)})
-  return {'teacher': teacher, 'stages': stages, 'micro_batches': micro_batches,
-          'predicted_bubble_share': gpipe.bubble_share(stages, micro_batches),
-          'slowest_ms': slowest * 1000, 'per_stage': per_stage}
-
-
 def plan_rows(teacher_plans):
-  """The teachers' plans as table rows, one per stage, as `distillery plan-stages` shows them."""
+  """The teachers' plans as table rows: `gpipe.format_plan`'s stage rows, with teacher and S."""
+  from tfx_distillery.components.distributed_trainer import gpipe  # pylint: disable=g-import-not-at-top
   table_rows = []
   for plan in teacher_plans:
-    for stage in plan['per_stage']:
-      layers = stage['layers']
-      named = layers[0] if len(layers) == 1 else f'{layers[0]} .. {layers[-1]}'
-      table_rows.append([plan['teacher'], plan['stages'], stage['stage'],
-                         f'{len(layers)} ({named})', f'{stage["parameters"]:,}',
-                         f'{stage["ms"]:.2f}', f'{stage["activation_bytes"]:,}',
+    # format_plan's stage lines are `| stage | layers | parameters | ms | activation bytes |`.
+    stage_lines = [line for line in gpipe.format_plan(plan).splitlines()
+                   if line.startswith('| ') and line[2].isdigit()]
+    for line in stage_lines:
+      table_rows.append([plan['teacher'], plan['stages'], *line.strip('| ').split(' | '),
                          f'{plan["predicted_bubble_share"]:.2f}'])
   return table_rows
 
@@ -347,8 +331,8 @@ def run(steps: int, work_dir: str) -> dict:
                           f'{row["even_ms"]:.2f}' if 'ratio' in row else row['refused']]
                          for row in partitions]),
           results.table(f'Our teachers\' plans, M={PLANNED_MICRO_BATCHES} (as `distillery '
-                        'plan-stages` prints them; ms: forward and backward on one of the teacher\'s own '
-                        'training batches)',
+                        'plan-stages` prints them; ms: forward and backward on one of the '
+                        'teacher\'s own training batches)',
                         ['teacher', 'S', 'stage', 'layers', 'parameters', 'ms',
                          'activation bytes', 'predicted bubble'], plan_rows(teacher_plans)),
           results.table('Bubble share of one forward pass (median of 5)',

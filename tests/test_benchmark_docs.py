@@ -412,3 +412,18 @@ def test_the_teachers_plans_docs_scaling_out_shows_are_the_result():
   quoted = [line for line in section.splitlines() if line.startswith('| ')][1:]
   assert quoted == ['| ' + ' | '.join(str(cell) for cell in row) + ' |'
                     for row in plans['rows']]
+
+
+def test_the_engine_cost_curve_docs_scaling_out_shows_is_the_result():
+  """The cost-curve table in docs/scaling-out.md is the recorded beam_engines result's."""
+  with open(os.path.join(results.RESULTS_DIR, 'beam_engines.json')) as handle:
+    table = json.load(handle)['result']['tables'][0]
+  with open(os.path.join(results.REPOSITORY, 'docs', 'scaling-out.md')) as handle:
+    document = handle.read()
+  section = document.split('## The cost curve on each engine', 1)[1].split('\n## ', 1)[0]
+  lines = section.splitlines()
+  header = '| ' + ' | '.join(table['columns']) + ' |'
+  start = lines.index(header) + 2
+  quoted = lines[start:start + len(table['rows'])]
+  assert quoted == ['| ' + ' | '.join(str(cell) for cell in row) + ' |'
+                    for row in table['rows']]
