@@ -48,10 +48,10 @@ test-e2e: $(INSTALLED)
 
 # The benchmarks, each writing docs/results/<name>.json with the files it read, then
 # docs/benchmarks.md from them; not part of the tests. Run them on an idle machine: the
-# timings need one. `make bench` measures each experiment once, on its first seeds (8.0 hours
+# timings need one. `make bench` measures each experiment once, on its first seeds (8.6 hours
 # on 2 cores, the sum of those results' own runs); `make bench-all` adds #61's shipping runs
 # other than `make demo`'s, one result each (SHIPPING_RUNS), and the re-checks on held-out
-# seeds and against the stronger baseline (11.6 hours). `make bench-stale` measures again only
+# seeds and against the stronger baseline (12.2 hours). `make bench-stale` measures again only
 # the results a change made stale. A test keeps these hours equal to the results' (a result
 # not measured yet, results.PENDING, adds none).
 BENCHMARKS := pipeline shipping-demo pruning distillation mnist1d-small mnist1d-large-cnn mnist1d-large-mlp \
