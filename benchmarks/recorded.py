@@ -10,8 +10,8 @@ module with named configurations. It runs `python -m benchmarks.MODULE [--config
 CONFIGURATION] ARGUMENTS` in place of itself, with `benchmarks/opened_files` first on
 PYTHONPATH: every Python process of the run then notes the repository files it opens.
 With `--save`, the result keeps the SHA-256 of each (`depends_on`), so a later change
-makes stale only the results that read the changed file. `make bench` runs every
-benchmark this way, and `make bench-stale` the stale ones.
+makes stale only the results that read the changed file. `make bench` and `make bench-all`
+run their benchmarks this way, and `make bench-stale` the stale ones.
 """
 
 import os

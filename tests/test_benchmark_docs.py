@@ -355,21 +355,30 @@ def test_recorded_refuses_a_benchmark_that_does_not_exist():
 def test_make_bench_all_runs_every_benchmark_the_document_has_a_place_for_and_states_its_time():
   with open(os.path.join(results.REPOSITORY, 'Makefile')) as handle:
     text = handle.read()
+  with open(os.path.join(results.REPOSITORY, 'README.md')) as handle:
+    readme = ' '.join(handle.read().split())
 
   def listed(variable):
     value = text.split(f'{variable} :=', 1)[1].split('\n')
     lines = [value[0]] + ([value[1]] if value[0].rstrip().endswith('\\') else [])
     return ' '.join(lines).replace('\\', ' ').split()
 
-  bench, rechecks = listed('BENCHMARKS'), listed('RECHECKS') + listed('SHIPPING_RUNS')
-  assert sorted(bench + rechecks) == sorted(results.ORDER) and not set(bench) & set(rechecks)
-  assert '$(BENCHMARKS) $(RECHECKS) $(SHIPPING_RUNS);' in text.split('bench-all:', 1)[1]
+  bench, long_runs = listed('BENCHMARKS'), listed('LONG_RUNS')
+  rechecks = listed('RECHECKS') + listed('SHIPPING_RUNS')
+  assert sorted(bench + long_runs + rechecks) == sorted(results.ORDER)
+  assert len(set(bench + long_runs + rechecks)) == len(results.ORDER)
+  assert '$(BENCHMARKS) $(LONG_RUNS) $(RECHECKS) $(SHIPPING_RUNS);' in text.split('bench-all:', 1)[1]
+  assert '$(BENCHMARKS);' in text.split('bench:', 1)[1].split('\n\n', 1)[0]
   records = {record['benchmark']: record for record in results.load_all()}
   # A pending benchmark has no result, so no time yet (docs/benchmarks.md says why).
   hours = results.bench_hours([records[name] for name in bench if name in records])
+  long_hours = results.bench_hours([records[name] for name in long_runs if name in records])
   all_hours = results.bench_hours(list(records.values()))
-  assert f'on its first seeds ({hours:.1f} hours' in text
+  assert f'three longest ({hours:.1f} hours on 2 cores' in text
+  assert f'LONG_RUNS ({long_hours:.1f} hours)' in ' '.join(text.replace('#', ' ').split())
   assert f'against the stronger baseline ({all_hours:.1f} hours)' in text
+  assert f'`make bench` writes ({hours:.1f} hours on 2 cores; `make bench-all`, every result, ' \
+         f'{all_hours:.1f})' in readme
 
 
 @pytest.mark.parametrize('name', ['mnist1d-large-mlp', 'mnist1d-large-mlp-held-out'])
