@@ -19,28 +19,27 @@ os.environ.setdefault('JAVA_TOOL_OPTIONS', '-XX:TieredStopAtLevel=1 -XX:+UseSeri
 # `make test-e2e` hands whole modules to two xdist workers (`--dist loadscope`). Left to
 # itself xdist sends the modules with the most tests first, and a module of one long test
 # (the notebook, TFX's taxi chain) came last and ran alone at the end. These go first,
-# longest first, by their seconds at two at a time (the sums of `--durations` per module
-# of make test-e2e at 1557f72, test_faults with test_cli's run folded in); the other modules
-# follow in their own order. Within a module the order never changes: some tests read what
+# longest first, by their seconds at two at a time (the sums of `--durations` per module of
+# make test-e2e: the ten longest at 43c7f89, the rest at 1557f72); the other modules follow
+# in their own order. Within a module the order never changes: some tests read what
 # an earlier one left.
 LONGEST_MODULES_FIRST = (
-    # TFX's taxi Beam stages on DirectRunner, Flink and Spark (#62): about 20 minutes.
+    # TFX's taxi Beam stages on DirectRunner, Flink and Spark (#62): about 16 minutes.
     'tests/conformance/test_taxi_engines.py',
-    'tests/reliability/test_faults.py',
     'tests/pipelines/test_beam_engine_faults.py',
-    'tests/pipelines/test_pipeline_end_to_end.py',
     'tests/components/distributed_trainer/test_runs_end.py',
-    'tests/notebooks/test_walkthrough.py',
+    'tests/pipelines/test_pipeline_end_to_end.py',
+    'tests/reliability/test_faults.py',
     'tests/pipelines/test_own_pipeline.py',
+    'tests/notebooks/test_walkthrough.py',
+    'tests/conformance/test_imdb.py',
+    'tests/conformance/test_penguin.py',
+    'tests/components/distributed_trainer/test_pipeline_strategy.py',
     'tests/components/ingest_transform/test_component.py',
     'tests/pipelines/test_mnist1d_run.py',
-    'tests/conformance/test_imdb.py',
     'tests/components/distributed_trainer/test_distributed_trainer.py',
     'tests/reliability/test_bad_data.py',
     'tests/components/quantizer/test_raw_flatbuffer.py',
-    'tests/conformance/test_penguin.py',
-    # TFX's taxi and penguin fronts, then their module files with micro_batches=4 (#63).
-    'tests/conformance/test_micro_batches_stock.py',
     'tests/reliability/test_kill_during_training.py',
     'tests/components/distiller/test_distiller.py',
     'tests/pipelines/test_own_label.py',

@@ -9,10 +9,14 @@ Quantizer(full_integer) -> AccuracyGate (raw examples) -> AtomicPusher.
 import os
 from typing import List, Sequence
 
+import tensorflow as tf
 import tfx as tfx_package
 from tfx import v1 as tfx
 
 from tfx_distillery import AccuracyGate, AtomicPusher, Distiller, Pruner, Quantizer
+from tfx_distillery.components import DistributedTrainer
+from tfx_distillery.components.common import evaluation
+from tfx_distillery.components.common import measuring
 from tfx_distillery.pipelines import summary
 
 TFX_ROOT = os.path.dirname(tfx_package.__file__)
@@ -48,6 +52,32 @@ def penguin_front(train_steps: int, eval_steps: int = 5) -> List:
           tfx.proto.Input.Split(name='eval', pattern='Split-eval/*')]))
   module_file = os.path.join(TFX_ROOT, 'examples', 'penguin', 'penguin_utils_keras.py')
   return stock_front(example_gen, module_file, train_steps=train_steps, eval_steps=eval_steps)
+
+
+# Gradient accumulation's micro-batches per step in the DistributedTrainers that run a stock
+# module file's run_fn unchanged (#63).
+MICRO_BATCHES = 4
+
+
+def distributed_trainer(transform, schema_gen, module_file: str, node_id: str, **settings):
+  """A DistributedTrainer of 20 steps on a stock front's Transform, with `settings` (its
+  strategy, workers or micro-batches), added to a run that builds TFX's front anyway."""
+  return DistributedTrainer(
+      module_file=module_file, examples=transform.outputs['transformed_examples'],
+      transform_graph=transform.outputs['transform_graph'],
+      schema=schema_gen.outputs['schema'],
+      train_args=tfx.proto.TrainArgs(num_steps=20), eval_args=tfx.proto.EvalArgs(num_steps=5),
+      **settings).with_id(node_id)
+
+
+def answers_to_raw_examples(model_uri: str, examples_uri: str, label_column: str):
+  """A trained Model artifact's serving answers to 3 raw eval examples that, as serving
+  requests do, lack `label_column`."""
+  loaded = tf.saved_model.load(os.path.join(model_uri, 'Format-Serving'))
+  raw = evaluation.read_serialized_examples(os.path.join(examples_uri, 'Split-eval', '*'),
+                                            limit=3)
+  return loaded.signatures['serving_default'](examples=tf.constant(
+      [measuring.strip_feature(example, label_column) for example in raw]))
 
 
 def our_chain(example_gen, transform, trainer, label_key: str, label_column: str,

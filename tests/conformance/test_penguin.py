@@ -1,6 +1,10 @@
 """TFX's penguin example (penguin_utils_keras.py, unchanged; ImportExampleGen on the data that
 ships in the tfx wheel), with our chain after its Trainer and our own student module file, and
-beside it a Distiller that sizes the built-in student itself, as `distillery run` does."""
+beside it a Distiller that sizes the built-in student itself, as `distillery run` does.
+
+The same run trains the example's module file in three DistributedTrainers: with 4
+micro-batches per step and in 2 pipeline stages on 2 logical CPUs (#63), and on two workers
+with MultiWorkerMirroredStrategy (the case that hung in issue 38)."""
 
 import json
 import os
@@ -20,20 +24,26 @@ from tfx_distillery.pipelines import datasets
 from tfx_distillery.pipelines import summary
 from tests import helpers
 from tests.conformance import chain
+from tests.reliability import two_worker_hang
 
 # Long: TFX's penguin pipeline through our chain (make test-e2e).
 pytestmark = pytest.mark.e2e
 
 NAME = 'penguin-distilled'
 SIZE_SEARCH = 'SizeSearchDistiller'
+MICRO_BATCH_TRAINER = 'MicroBatchTrainer'
+STAGES_TRAINER = 'PipelineStagesTrainer'
+TWO_WORKER_TRAINER = 'TwoWorkerTrainer'
+MODULE_FILE = os.path.join(chain.TFX_ROOT, 'examples', 'penguin', 'penguin_utils_keras.py')
 MAX_ACCURACY_DROP = 0.05
 
 
 @pytest.fixture(scope='module')
-def run(tmp_path_factory):
+def penguin_run(tmp_path_factory):
+  """The run's folder, and the progress lines it showed."""
   root = str(tmp_path_factory.mktemp('penguin'))
   front = chain.penguin_front(train_steps=100)
-  example_gen, _, _, transform, trainer = front
+  example_gen, _, schema_gen, transform, trainer = front
   # The module-file route: our tabular student, not the built-in one.
   ours = chain.our_chain(example_gen, transform, trainer, 'species_xf', 'species',
                          os.path.join(root, 'serving'), student_steps=300,
@@ -46,9 +56,28 @@ def run(tmp_path_factory):
       label_key='species_xf', label_column='species', module_file=None,
       student_parameter_shares=datasets.DEFAULT_STUDENT_PARAMETER_SHARES,
       max_accuracy_drop=MAX_ACCURACY_DROP).with_id(SIZE_SEARCH)
-  tfx.orchestration.LocalDagRunner().run(chain.pipeline(NAME, root,
-                                                        front + ours + [size_search]))
-  return root
+  # penguin_utils_keras.py builds MirroredStrategy() itself; its model is a chain after the
+  # inputs' concatenation, so it also runs in 2 stages on 2 logical CPUs, unchanged.
+  micro_batches = chain.distributed_trainer(transform, schema_gen, MODULE_FILE,
+                                            MICRO_BATCH_TRAINER,
+                                            micro_batches=chain.MICRO_BATCHES)
+  stages = chain.distributed_trainer(transform, schema_gen, MODULE_FILE, STAGES_TRAINER,
+                                     strategy='pipeline', stages=2, logical_devices=True,
+                                     micro_batches=chain.MICRO_BATCHES)
+  # The case that hung in issue 38: two workers, the module building its own strategy
+  # (MultiWorkerMirroredStrategy), on Transform's one file per split.
+  two_workers = chain.distributed_trainer(
+      transform, schema_gen, two_worker_hang.write_multi_worker_module(root),
+      TWO_WORKER_TRAINER, num_workers=2, progress_timeout_seconds=120)
+  with helpers.ProgressLines() as lines:
+    tfx.orchestration.LocalDagRunner().run(chain.pipeline(
+        NAME, root, front + ours + [size_search, micro_batches, stages, two_workers]))
+  return root, lines
+
+
+@pytest.fixture(scope='module')
+def run(penguin_run):
+  return penguin_run[0]
 
 
 def test_every_stock_and_own_component_completes(run):
@@ -151,3 +180,36 @@ def test_the_size_searched_student_answers_raw_penguin_examples(run):
       'serving_default'](examples=tf.constant(serving))['classes'].numpy()
   assert classes.shape == (40,)
   assert np.mean(classes == labels) > metrics['majority_accuracy']
+
+
+def answers_to_raw_penguin_examples(root, trainer_id):
+  return chain.answers_to_raw_examples(
+      chain.output_uri(root, NAME, trainer_id, 'Model'),
+      chain.output_uri(root, NAME, 'ImportExampleGen', 'Examples'), 'species')
+
+
+def test_tfx_penguin_module_file_trains_with_micro_batches(penguin_run):
+  root, lines = penguin_run
+  # Only gradient accumulation prints this line; the pipeline stages print their own plan.
+  assert any(f'{chain.MICRO_BATCHES} micro-batches per step' in line for line in lines)
+  outputs = answers_to_raw_penguin_examples(root, MICRO_BATCH_TRAINER)
+  # The stock penguin model answers with three class scores per raw example.
+  assert list(outputs.values())[0].shape == (3, 3)
+
+
+def test_tfx_penguin_module_file_trains_in_pipeline_stages(penguin_run):
+  root, lines = penguin_run
+  assert any("strategy='pipeline', 2 stages x 4 micro-batches" in line for line in lines)
+  assert any('stage 1 on /device:CPU:1' in line for line in lines)
+  outputs = answers_to_raw_penguin_examples(root, STAGES_TRAINER)
+  assert list(outputs.values())[0].shape == (3, 3)
+
+
+def test_two_workers_train_tfx_penguin_with_a_module_that_builds_its_own_strategy(penguin_run):
+  """penguin_utils_keras.py with MultiWorkerMirroredStrategy(), on Transform's one file."""
+  root, lines = penguin_run
+  examples = chain.output_uri(root, NAME, 'Transform', 'Examples')
+  assert len(tf.io.gfile.glob(os.path.join(examples, 'Split-train', '*'))) == 1
+  model = chain.output_uri(root, NAME, TWO_WORKER_TRAINER, 'Model')
+  assert tf.io.gfile.exists(os.path.join(model, 'Format-Serving', 'saved_model.pb'))
+  assert any(line.startswith('[worker 1] ') for line in lines)

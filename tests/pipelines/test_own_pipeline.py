@@ -5,6 +5,8 @@ built-in student, TFX's stock Evaluator and Pusher on our student, and TFX's TFL
 (the "TFX for Mobile" route) on our int8 folder.
 
 The CSV is the first 3,000 rows of TFX's own, so the suite stays short; nothing else changes.
+The same run trains taxi_utils_native_keras.py's run_fn, unchanged, in a DistributedTrainer with
+4 micro-batches per step (#63).
 """
 
 import json
@@ -25,6 +27,7 @@ from tfx_distillery.components.quantizer import predict
 from tfx_distillery.pipelines import datasets
 from tfx_distillery.pipelines import summary
 from tests import helpers
+from tests.conformance import chain
 
 # Long: TFX's taxi pipeline, stock, then our chain (make test-e2e).
 pytestmark = pytest.mark.e2e
@@ -32,6 +35,7 @@ pytestmark = pytest.mark.e2e
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SECTION = '## Use it in your own pipeline'
 NAME = 'taxi-distilled'
+MICRO_BATCH_TRAINER = 'MicroBatchTrainer'
 
 
 def own_pipeline_block() -> str:
@@ -55,7 +59,8 @@ def tflite_evaluator(namespace):
 
 
 @pytest.fixture(scope='module')
-def run(tmp_path_factory):
+def own_run(tmp_path_factory):
+  """The run's folder, its metadata's path, and the progress lines it showed."""
   work_dir = tmp_path_factory.mktemp('own')
   sample = datasets.sample_csv(datasets.taxi_data_dir(), str(work_dir / 'data'), rows=3000)
   block = re.sub(r'^DATA_ROOT = .*$', f'DATA_ROOT = {sample!r}', own_pipeline_block(),
@@ -67,10 +72,19 @@ def run(tmp_path_factory):
     exec(compile(block, 'README own pipeline', 'exec'), namespace)  # pylint: disable=exec-used
     readme_pipeline = namespace['pipeline']
     readme_pipeline.components.append(tflite_evaluator(namespace))
-    tfx.orchestration.LocalDagRunner().run(readme_pipeline)
+    readme_pipeline.components.append(chain.distributed_trainer(
+        namespace['transform'], namespace['schema_gen'], namespace['MODULE_FILE'],
+        MICRO_BATCH_TRAINER, micro_batches=chain.MICRO_BATCHES))
+    with helpers.ProgressLines() as lines:
+      tfx.orchestration.LocalDagRunner().run(readme_pipeline)
   finally:
     os.chdir(previous)
-  return work_dir, str(work_dir / 'runs' / 'taxi-stock' / 'metadata.sqlite')
+  return work_dir, str(work_dir / 'runs' / 'taxi-stock' / 'metadata.sqlite'), lines
+
+
+@pytest.fixture(scope='module')
+def run(own_run):
+  return own_run[:2]
 
 
 def latest_uri(metadata_path, node, type_name):
@@ -83,7 +97,8 @@ def test_every_stock_and_own_component_completes(run):
   _, metadata_path = run
   by_node = helpers.executions_by_node(metadata_path)
   assert {'CsvExampleGen', 'Transform', 'Trainer', 'Distiller', 'Pruner', 'Quantizer',
-          'AccuracyGate', 'AtomicPusher', 'Evaluator', 'Pusher', 'TFLiteEvaluator'} <= set(by_node)
+          'AccuracyGate', 'AtomicPusher', 'Evaluator', 'Pusher', 'TFLiteEvaluator',
+          MICRO_BATCH_TRAINER} <= set(by_node)
   for node, executions in by_node.items():
     assert executions[-1].last_known_state == metadata_store_pb2.Execution.COMPLETE, node
 
@@ -217,3 +232,12 @@ def test_the_pruner_after_the_stock_teacher_never_hands_on_a_model_over_budget(r
     assert pruning['handed_on'] == 'input model, unchanged' or pruning['not_a_candidate']
     assert pruning['reason'] or pruning['not_a_candidate']
     assert 'pruned' in {entry['name'] for entry in decision['left_out']}
+
+
+def test_tfx_taxi_module_file_trains_with_micro_batches(own_run):
+  _, metadata_path, lines = own_run
+  assert any(f'{chain.MICRO_BATCHES} micro-batches per step' in line for line in lines)
+  outputs = chain.answers_to_raw_examples(latest_uri(metadata_path, MICRO_BATCH_TRAINER, 'Model'),
+                                          latest_uri(metadata_path, 'CsvExampleGen', 'Examples'),
+                                          'tips')
+  assert list(outputs.values())[0].shape[0] == 3

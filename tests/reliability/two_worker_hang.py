@@ -20,6 +20,23 @@ import time
 
 os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
 REENABLED_WARNING = 'Enabling collective ops after program startup'
+MODULE_FILE_NAME = 'penguin_mwms_module.py'
+
+
+def write_multi_worker_module(workspace: str) -> str:
+  """TFX's penguin_utils_keras.py with its MirroredStrategy() made MultiWorkerMirroredStrategy()
+  (what a user does to train on several workers), written into `workspace`; returns its path."""
+  import tfx as tfx_package  # pylint: disable=g-import-not-at-top
+  stock_module = os.path.join(os.path.dirname(tfx_package.__file__), 'examples', 'penguin',
+                              'penguin_utils_keras.py')
+  module = os.path.join(workspace, MODULE_FILE_NAME)
+  with open(stock_module) as handle:
+    text = handle.read()
+  assert 'tf.distribute.MirroredStrategy()' in text
+  with open(module, 'w') as handle:
+    handle.write(text.replace('tf.distribute.MirroredStrategy()',
+                              'tf.distribute.MultiWorkerMirroredStrategy()'))
+  return module
 
 
 def prepare(workspace: str, shards: int = 4) -> dict:
@@ -32,13 +49,7 @@ def prepare(workspace: str, shards: int = 4) -> dict:
   from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
   tfx_root = os.path.dirname(tfx_package.__file__)
   stock_module = os.path.join(tfx_root, 'examples', 'penguin', 'penguin_utils_keras.py')
-  module = os.path.join(workspace, 'penguin_mwms_module.py')
-  with open(stock_module) as handle:
-    text = handle.read()
-  assert 'tf.distribute.MirroredStrategy()' in text
-  with open(module, 'w') as handle:
-    handle.write(text.replace('tf.distribute.MirroredStrategy()',
-                              'tf.distribute.MultiWorkerMirroredStrategy()'))
+  write_multi_worker_module(workspace)
   done = os.path.join(workspace, 'prepared.json')
   if os.path.exists(done):
     with open(done) as handle:
@@ -115,7 +126,7 @@ def train_once(workspace: str, prepared: dict, run: int, steps: int, bound: floa
   properties = {
       'train_args': json.dumps({'num_steps': steps}),
       'eval_args': json.dumps({'num_steps': 5}),
-      'module_file': os.path.join(workspace, 'penguin_mwms_module.py'),
+      'module_file': os.path.join(workspace, MODULE_FILE_NAME),
       'custom_config': 'null',
       spec.STRATEGY_KEY: 'multi_worker_mirrored', spec.NUM_WORKERS_KEY: 2,
       spec.NUM_PARAMETER_SERVERS_KEY: 0, spec.COMMUNICATION_KEY: 'auto',

@@ -1,6 +1,6 @@
 """Runs that end: a stuck worker fails the run within its bound, workers die with their
-parent, a taken port is retried, and two workers train on TFX's penguin data with a
-stock-style module (the case that hung in issue 38)."""
+parent, and a taken port is retried. (Two workers on TFX's penguin data with a stock-style
+module, the case that hung in issue 38, train in tests/conformance/test_penguin.py's run.)"""
 
 import json
 import os
@@ -21,16 +21,9 @@ from tfx_distillery.components.distributed_trainer import cluster
 from tests import helpers
 from tests.components.distributed_trainer import test_distributed_trainer as trainer_tests
 from tests.components.distributed_trainer import train_in_child
-from tests.reliability import two_worker_hang
 
 STUCK_MODULE = os.path.join(os.path.dirname(__file__), 'stuck_module.py')
 WORKER_MODULE_NAME = 'tfx_distillery.components.distributed_trainer.worker'
-
-
-@pytest.fixture
-def progress_lines():
-  with helpers.ProgressLines() as lines:
-    yield lines
 
 
 def worker_pids_under(pid: int):
@@ -176,19 +169,6 @@ def test_a_port_taken_before_the_worker_binds_starts_the_cluster_on_new_ports(ki
   assert any('could not bind' in line and 'Starting again on new ports' in line
              for line in progress_seen)
   assert tf.io.gfile.exists(os.path.join(model_uri, 'Format-Serving', 'saved_model.pb'))
-
-
-@pytest.mark.e2e  # long: make test-e2e
-def test_two_workers_train_tfx_penguin_with_a_module_that_builds_its_own_strategy(
-    tmp_path, progress_lines):
-  """penguin_utils_keras.py with MultiWorkerMirroredStrategy(), on Transform's one file."""
-  workspace = str(tmp_path)
-  prepared = two_worker_hang.prepare(workspace, shards=1)
-  assert len(tf.io.gfile.glob(os.path.join(prepared['examples'], 'Split-train', '*'))) == 1
-  result = two_worker_hang.train_once(workspace, prepared, 0, steps=30, bound=120)
-  assert result['outcome'] == 'completed', result['message']
-  assert tf.io.gfile.exists(os.path.join(result['model'], 'Format-Serving', 'saved_model.pb'))
-  assert any(line.startswith('[worker 1] ') for line in progress_lines)
 
 
 def test_the_bound_is_validated_at_construction():
