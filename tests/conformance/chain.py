@@ -81,23 +81,28 @@ def answers_to_raw_examples(model_uri: str, examples_uri: str, label_column: str
 
 
 def our_chain(example_gen, transform, trainer, label_key: str, label_column: str,
-              serving_dir: str, student_steps: int = 200, **distiller_arguments) -> List:
-  """Distiller -> Pruner -> Quantizer -> AccuracyGate -> AtomicPusher after a stock Trainer."""
+              serving_dir: str, student_steps: int = 200, random_seed=None,
+              **distiller_arguments) -> List:
+  """Distiller -> Pruner -> Quantizer -> AccuracyGate -> AtomicPusher after a stock Trainer.
+
+  `random_seed` seeds the three that train (None: each draws its own and records it).
+  """
   label = {'label_key': label_key, 'label_column': label_column}
+  seed = {'random_seed': random_seed}
   data = {'examples': transform.outputs['transformed_examples'],
           'transform_graph': transform.outputs['transform_graph']}
   distiller = Distiller(teacher_model=trainer.outputs['model'],
                         statistics=transform.outputs['post_transform_stats'],
                         train_args=tfx.proto.TrainArgs(num_steps=student_steps),
                         eval_args=tfx.proto.EvalArgs(num_steps=5),
-                        **distiller_arguments, **data, **label)
+                        **distiller_arguments, **data, **label, **seed)
   pruner = Pruner(model=distiller.outputs['model'], baseline_model=trainer.outputs['model'],
                   max_accuracy_drop=1.0, sparsities=(0.5,),
                   train_args=tfx.proto.TrainArgs(num_steps=20),
-                  eval_args=tfx.proto.EvalArgs(num_steps=5), **data, **label)
+                  eval_args=tfx.proto.EvalArgs(num_steps=5), **data, **label, **seed)
   quantizer = Quantizer(model=pruner.outputs['pruned_model'], mode='full_integer',
                         raw_examples=example_gen.outputs['examples'],
-                        representative_samples=32, latency_runs=5, **data, **label)
+                        representative_samples=32, latency_runs=5, **data, **label, **seed)
   gate = AccuracyGate(examples=example_gen.outputs['examples'],
                       transform_graph=transform.outputs['transform_graph'],
                       baseline_model=trainer.outputs['model'],
