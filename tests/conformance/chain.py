@@ -20,6 +20,7 @@ from tfx_distillery.components.common import measuring
 from tfx_distillery.pipelines import summary
 
 TFX_ROOT = os.path.dirname(tfx_package.__file__)
+PENGUIN_MODULE_FILE = os.path.join(TFX_ROOT, 'examples', 'penguin', 'penguin_utils_keras.py')
 CHAIN = ('Distiller', 'Pruner', 'Quantizer', 'AccuracyGate', 'AtomicPusher')
 
 
@@ -50,8 +51,8 @@ def penguin_front(train_steps: int, eval_steps: int = 5) -> List:
       input_config=tfx.proto.Input(splits=[
           tfx.proto.Input.Split(name='train', pattern='Split-train/*'),
           tfx.proto.Input.Split(name='eval', pattern='Split-eval/*')]))
-  module_file = os.path.join(TFX_ROOT, 'examples', 'penguin', 'penguin_utils_keras.py')
-  return stock_front(example_gen, module_file, train_steps=train_steps, eval_steps=eval_steps)
+  return stock_front(example_gen, PENGUIN_MODULE_FILE, train_steps=train_steps,
+                     eval_steps=eval_steps)
 
 
 # Gradient accumulation's micro-batches per step in the DistributedTrainers that run a stock

@@ -34,7 +34,6 @@ SIZE_SEARCH = 'SizeSearchDistiller'
 MICRO_BATCH_TRAINER = 'MicroBatchTrainer'
 STAGES_TRAINER = 'PipelineStagesTrainer'
 TWO_WORKER_TRAINER = 'TwoWorkerTrainer'
-MODULE_FILE = os.path.join(chain.TFX_ROOT, 'examples', 'penguin', 'penguin_utils_keras.py')
 MAX_ACCURACY_DROP = 0.05
 # Every component of ours in the run takes this seed, so that the run is the same each time
 # (two runs at once made the same weights at every node, TFX's Trainer included: it trains
@@ -65,12 +64,12 @@ def penguin_run(tmp_path_factory):
       max_accuracy_drop=MAX_ACCURACY_DROP, random_seed=PENGUIN_SEED).with_id(SIZE_SEARCH)
   # penguin_utils_keras.py builds MirroredStrategy() itself; its model is a chain after the
   # inputs' concatenation, so it also runs in 2 stages on 2 logical CPUs, unchanged.
-  micro_batches = chain.distributed_trainer(transform, schema_gen, MODULE_FILE,
+  micro_batches = chain.distributed_trainer(transform, schema_gen, chain.PENGUIN_MODULE_FILE,
                                             MICRO_BATCH_TRAINER, random_seed=PENGUIN_SEED,
                                             micro_batches=chain.MICRO_BATCHES)
-  stages = chain.distributed_trainer(transform, schema_gen, MODULE_FILE, STAGES_TRAINER,
-                                     strategy='pipeline', stages=2, logical_devices=True,
-                                     micro_batches=chain.MICRO_BATCHES,
+  stages = chain.distributed_trainer(transform, schema_gen, chain.PENGUIN_MODULE_FILE,
+                                     STAGES_TRAINER, strategy='pipeline', stages=2,
+                                     logical_devices=True, micro_batches=chain.MICRO_BATCHES,
                                      random_seed=PENGUIN_SEED)
   # The case that hung in issue 38: two workers, the module building its own strategy
   # (MultiWorkerMirroredStrategy), on Transform's one file per split.
