@@ -73,6 +73,10 @@ CACHE_VARIABLE = 'DISTILLERY_ENGINE_CACHE'
 FETCH_TIMEOUT_S = 1800
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 30
+# After a lost process the cluster is of no more use: its jobs are cancelled and its
+# processes stopped within these, so that the run ends soon after it names the loss.
+CANCEL_TIMEOUT_S = 5
+LOST_STOP_TIMEOUT_S = 10
 SLOTS = 2
 STATE_FILE = 'cluster.json'
 _PR_SET_PDEATHSIG = 1
@@ -334,6 +338,9 @@ class Cluster:
     self.processes = processes
     self.endpoint = endpoint
     self.ui = ui
+    self._stopping = False
+    self._lost: Optional[Process] = None
+    self._stop_lock = threading.Lock()
 
   def state(self) -> dict:
     return {'engine': self.engine, 'endpoint': self.endpoint, 'ui': self.ui,
@@ -345,10 +352,13 @@ class Cluster:
     return portable_runner_args(self.engine, self.endpoint, parallelism=self.slots)
 
   def lost(self) -> Optional[Process]:
-    """The first process that exited while the cluster was meant to run, else None."""
-    if getattr(self, '_stopping', False):
-      return None
-    return next((process for process in self.processes if not process.alive()), None)
+    """The first process that exited while the cluster was meant to run, else None.
+
+    Once found it stays the answer, through the cluster's stop.
+    """
+    if self._lost is None and not self._stopping:
+      self._lost = next((process for process in self.processes if not process.alive()), None)
+    return self._lost
 
   @contextlib.contextmanager
   def watched(self, on_loss, interval_s: float = 1.0) -> Iterator['Cluster']:
@@ -375,21 +385,58 @@ class Cluster:
       done.set()
       watcher.join(timeout=interval_s * 5)
 
-  def stop(self) -> None:
-    """Ends every process: SIGTERM, then SIGKILL after STOP_TIMEOUT_S."""
-    self._stopping = True
-    for process in reversed(self.processes):
-      if process.alive():
-        _signal_group(process.popen.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    for process in self.processes:
-      if process.popen is None:
-        continue
+  def cancel_jobs(self, timeout_s: float = CANCEL_TIMEOUT_S) -> List[str]:
+    """Cancels every job on the job server that has not ended; returns their ids.
+
+    Through Beam's Job API, the same for Flink and Spark. An engine that lost a process
+    may retry the job or wait for slots that never return; cancelled, it stops the job and
+    Beam's runner in the stage closes the SDK harness it served. Best effort within
+    `timeout_s`: a job server that does not answer is stopped with the cluster anyway.
+    """
+    import grpc  # pylint: disable=g-import-not-at-top
+    from apache_beam.portability.api import beam_job_api_pb2  # pylint: disable=g-import-not-at-top
+    from apache_beam.portability.api import beam_job_api_pb2_grpc  # pylint: disable=g-import-not-at-top
+    ended = {beam_job_api_pb2.JobState.DONE, beam_job_api_pb2.JobState.FAILED,
+             beam_job_api_pb2.JobState.CANCELLED, beam_job_api_pb2.JobState.DRAINED,
+             beam_job_api_pb2.JobState.UPDATED}
+    deadline = time.monotonic() + timeout_s
+    cancelled = []
+    with grpc.insecure_channel(self.endpoint) as channel:
+      service = beam_job_api_pb2_grpc.JobServiceStub(channel)
       try:
-        process.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
-      except subprocess.TimeoutExpired:
-        _signal_group(process.popen.pid, signal.SIGKILL)
-        process.popen.wait(timeout=STOP_TIMEOUT_S)
+        jobs = service.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=timeout_s).job_info
+        for job in jobs:
+          if job.state in ended:
+            continue
+          service.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=job.job_id),
+                         timeout=max(0.1, deadline - time.monotonic()))
+          cancelled.append(job.job_id)
+      except grpc.RpcError:
+        pass
+    return cancelled
+
+  def stop(self, timeout_s: Optional[float] = None) -> None:
+    """Ends every process: SIGTERM, then SIGKILL after `timeout_s`.
+
+    By default STOP_TIMEOUT_S, or LOST_STOP_TIMEOUT_S once a process was lost. Safe from two
+    threads at once (a watchdog and the run): the second waits for the first.
+    """
+    if timeout_s is None:
+      timeout_s = LOST_STOP_TIMEOUT_S if self._lost is not None else STOP_TIMEOUT_S
+    self._stopping = True
+    with self._stop_lock:
+      for process in reversed(self.processes):
+        if process.alive():
+          _signal_group(process.popen.pid, signal.SIGTERM)
+      deadline = time.monotonic() + timeout_s
+      for process in self.processes:
+        if process.popen is None:
+          continue
+        try:
+          process.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+          _signal_group(process.popen.pid, signal.SIGKILL)
+          process.popen.wait(timeout=STOP_TIMEOUT_S)
 
   def __enter__(self) -> 'Cluster':
     return self

@@ -172,11 +172,8 @@ def main(argv: Optional[List[str]] = None) -> int:
   if args.command == 'run':
     local_runner.check_arguments(parser, args)
     status = local_runner.run_with_exit_status(args)
-    if status == local_runner.EXIT_INTERRUPTED:
-      # After Ctrl-C, Beam's and gRPC's threads may never end; exit without waiting on them.
-      sys.stdout.flush()
-      sys.stderr.flush()
-      os._exit(status)  # pylint: disable=protected-access
+    if status == local_runner.EXIT_INTERRUPTED or local_runner.must_exit_at_once():
+      local_runner.exit_at_once(status)
     return status
   if args.command == 'compile':
     kubeflow_runner.check_arguments(parser, args)

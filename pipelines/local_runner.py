@@ -27,7 +27,9 @@ import fcntl
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from typing import Any, Dict, Iterator, List, Optional, Tuple
@@ -555,6 +557,71 @@ BEAM_ENGINES = ('flink', 'spark')
 DIRECT_RUNNER_ARGS = ('--direct_running_mode=in_memory', '--direct_num_workers=1')
 
 
+# From the line that names a lost engine process to the run's exit. The job's cancel and
+# the cluster's stop take their own bounds (beam_cluster) within it; should the stage's
+# thread still not have unwound by then, the process ends without it.
+LOST_PROCESS_EXIT_S = 20
+# The message of the run's lost engine process, once one is lost.
+_lost_process_message: Optional[str] = None
+_failure_reported = threading.Event()
+
+
+class LostEngineProcess(RuntimeError):
+  """The local cluster lost a process: the run stops, and the same command reruns it."""
+
+  says_what_to_do = True
+
+
+def lost_process_message(engine: str, process) -> str:
+  return (f'the local {engine} cluster lost its {process.role} (exit status '
+          f'{process.popen.returncode}){f" during {_running_node}" if _running_node else ""}; '
+          f'its log is {process.log_path}. Nothing was pushed: rerun the same command '
+          '(finished components come from the cache, on a new cluster).')
+
+
+def end_run_after_loss(message: str, bound_s: float) -> None:
+  """Interrupts the run's main thread, and ends the process if it has not in `bound_s`.
+
+  A real SIGINT to the main thread, where Python handles it, rather than
+  `_thread.interrupt_main()`: that one waits for the thread to run Python again, and a
+  thread in a system call (a subprocess, a lock) would not see it. One of the two, never
+  both: a second KeyboardInterrupt could land in the first one's clean-up.
+  """
+  global _lost_process_message
+  _lost_process_message = message
+  if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+  else:
+    _thread.interrupt_main()
+
+  def exit_now():
+    if _failure_reported.is_set():
+      return
+    progress.get_logger().error('error: the pipeline failed: %s', message)
+    exit_at_once(EXIT_FAILED)
+
+  guard = threading.Timer(max(0.0, bound_s), exit_now)
+  guard.daemon = True
+  guard.start()
+
+
+def exit_at_once(status: int) -> None:
+  """Flushes the logs and ends the process without waiting on library threads.
+
+  After a lost engine process or Ctrl-C, Beam's SDK harness and gRPC's threads may never
+  end, and the interpreter would wait on them at exit.
+  """
+  logging.shutdown()
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(status)  # pylint: disable=protected-access
+
+
+def must_exit_at_once() -> bool:
+  """Whether the run lost an engine process (its library threads may linger)."""
+  return _lost_process_message is not None
+
+
 @contextlib.contextmanager
 def beam_engine(args: argparse.Namespace) -> Iterator[Dict[str, Any]]:
   """`create_pipeline`'s Beam arguments for the run's engine, with a local cluster running
@@ -587,11 +654,17 @@ def beam_engine(args: argparse.Namespace) -> Iterator[Dict[str, Any]]:
                 'the local cluster needs no Docker and no Python workers of its own')
 
     def on_loss(process):
-      # The engine may fail the job, retry it or wait for lost slots: stop the run now.
-      logger.error('beam: the local %s cluster lost its %s (exit status %s)%s; stopping the '
-                   'run', engine, process.role, process.popen.returncode,
-                   f' during {_running_node}' if _running_node else '')
-      _thread.interrupt_main()
+      # The engine may fail the job, retry it or wait for lost slots, and the stage's
+      # thread may sit in Beam or gRPC: end the engine's side here, then the run's.
+      message = lost_process_message(engine, process)
+      logger.error('beam: %s; stopping the run', message.split('; its log')[0])
+      named = time.monotonic()
+      cancelled = cluster.cancel_jobs()
+      if cancelled:
+        logger.info('beam: cancelled the %s job %s', engine, ', '.join(cancelled))
+      end_run_after_loss(message, LOST_PROCESS_EXIT_S - (time.monotonic() - named))
+      cluster.stop()
+      logger.info('beam: the local %s cluster is stopped', engine)
 
     try:
       # The endpoint reaches the stages through the environment, not the pipeline: each
@@ -607,11 +680,8 @@ def beam_engine(args: argparse.Namespace) -> Iterator[Dict[str, Any]]:
       lost = cluster.lost()
       if lost is None:
         raise
-      raise beam_cluster.ClusterError(
-          f'the local {engine} cluster lost its {lost.role} (exit status '
-          f'{lost.popen.returncode}){f" during {_running_node}" if _running_node else ""}; '
-          f'its log is {lost.log_path}. Nothing was pushed: rerun the same command (finished '
-          'components come from the cache, on a new cluster).') from error
+      raise LostEngineProcess(_lost_process_message or lost_process_message(engine, lost)) \
+          from error
   logger.info('beam: the local %s cluster is stopped', engine)
 
 
@@ -730,20 +800,24 @@ def run_with_exit_status(args: argparse.Namespace) -> int:
   try:
     return run(args)
   except KeyboardInterrupt:
+    _failure_reported.set()
     where = f' during {_running_node}' if _running_node else ''
     print(f'\ninterrupted{where}: nothing was pushed. The next run reuses every component '
           'that finished, from the cache.', file=sys.stderr, flush=True)
     return EXIT_INTERRUPTED
   except (ValueError, FileNotFoundError) as error:
+    _failure_reported.set()
     print(f'error: {error}', file=sys.stderr)
     return EXIT_BAD_INPUT
   except RuntimeError as error:
+    _failure_reported.set()
     advice = ('' if getattr(error, 'says_what_to_do', False) else
               '\nThe lines above name the component that failed; fix its input and rerun '
               '(finished components are taken from the cache).')
     print(f'error: the pipeline failed: {error}{advice}', file=sys.stderr)
     return EXIT_FAILED
   except Exception as error:  # pylint: disable=broad-except
+    _failure_reported.set()
     log_path = os.path.join(pipeline_root_of(args), 'pipeline.log')
     try:
       with open(log_path, 'a') as handle:

@@ -19,7 +19,10 @@ TFX packs its own installation into a `tfx_ephemeral` sdist for a Beam stage's w
 whenever the stage has Beam arguments and none of them ships code. For this runner, which
 runs in this process or starts this interpreter again, nobody installs that package: it
 cost a `setup.py sdist` of about 2 s and a 49 MB copy of TFX left in the temporary folder,
-for every Beam stage of every run. Importing this module skips it for this runner only.
+for every Beam stage of every run. Nor does anyone on Flink or Spark with the portable
+runner's LOOPBACK environment, where the SDK harness is the stage's own process; there the
+package was also staged to the job server, 49 MB per stage. Importing this module skips it
+for these two only: a harness elsewhere (EXTERNAL, DOCKER, PROCESS) still gets it.
 """
 
 import functools
@@ -44,14 +47,7 @@ class SwitchingDirectRunner(direct_runner.SwitchingDirectRunner):
 
 def runner_name(beam_pipeline_args: Sequence[str]) -> Optional[str]:
   """The runner the arguments name (`--runner=X` or `--runner X`), or None."""
-  for position, argument in enumerate(beam_pipeline_args):
-    if not isinstance(argument, str):  # A placeholder TFX resolves at run time.
-      continue
-    if argument.startswith('--runner='):
-      return argument.split('=', 1)[1]
-    if argument == '--runner' and position + 1 < len(beam_pipeline_args):
-      return beam_pipeline_args[position + 1]
-  return None
+  return option_value(beam_pipeline_args, 'runner')
 
 
 def with_direct_runner(beam_pipeline_args: Sequence[str]) -> List[str]:
@@ -68,14 +64,38 @@ def with_direct_runner(beam_pipeline_args: Sequence[str]) -> List[str]:
   return [RUNNER_ARGUMENT, *beam_pipeline_args]
 
 
+def option_value(beam_pipeline_args: Sequence[str], name: str) -> Optional[str]:
+  """The value of Beam option `name` (`--name=X` or `--name X`), or None."""
+  flag = f'--{name}'
+  for position, argument in enumerate(beam_pipeline_args):
+    if not isinstance(argument, str):  # A placeholder TFX resolves at run time.
+      continue
+    if argument.startswith(flag + '='):
+      return argument.split('=', 1)[1]
+    if argument == flag and position + 1 < len(beam_pipeline_args):
+      next_argument = beam_pipeline_args[position + 1]
+      return next_argument if isinstance(next_argument, str) else None
+  return None
+
+
+def harness_is_this_process(beam_pipeline_args: Sequence[str]) -> bool:
+  """Whether the stage's SDK harness runs in the stage's own process (or its interpreter
+  started again): this DirectRunner, or the portable runner's LOOPBACK environment."""
+  runner = runner_name(beam_pipeline_args)
+  if runner == RUNNER_PATH:
+    return True
+  return (runner == 'PortableRunner'
+          and option_value(beam_pipeline_args, 'environment_type') == 'LOOPBACK')
+
+
 def _skip_the_package_for_this_runner(make_beam_dependency_flags):
-  """TFX's `make_beam_dependency_flags`, except that this runner gets no package."""
+  """TFX's `make_beam_dependency_flags`, except where the harness is this process."""
   if getattr(make_beam_dependency_flags, 'skips_this_runner', False):
     return make_beam_dependency_flags  # Imported again (a reload): wrap once.
 
   @functools.wraps(make_beam_dependency_flags)
   def dependency_flags(beam_pipeline_args):
-    if runner_name(beam_pipeline_args) == RUNNER_PATH:
+    if harness_is_this_process(beam_pipeline_args):
       return list(beam_pipeline_args)
     return make_beam_dependency_flags(beam_pipeline_args)
 

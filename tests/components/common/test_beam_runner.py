@@ -10,6 +10,7 @@ from tfx.utils import dependency_utils
 
 from tests import helpers
 from tfx_distillery.components.common import beam_runner
+from tfx_distillery.pipelines import beam_cluster
 from tfx_distillery.pipelines import pipeline
 
 
@@ -70,3 +71,28 @@ def test_tfx_packs_no_copy_of_itself_for_this_runner_and_still_does_for_others(m
   flink = executor_arguments(['--runner=FlinkRunner'])
   assert built == ['built']
   assert '--extra_package=/packages/tfx_ephemeral.tar.gz' in flink
+
+
+def test_a_portable_runs_harness_in_the_stage_gets_no_package_and_one_elsewhere_does(
+    monkeypatch):
+  # LOOPBACK: the SDK harness is the stage's own process, which has TFX; the package was
+  # only built and staged to the job server. EXTERNAL: a worker pool elsewhere may need it.
+  built = []
+  monkeypatch.setattr(dependency_utils, 'build_ephemeral_package',
+                      lambda: built.append('built') or '/packages/tfx_ephemeral.tar.gz')
+
+  def executor_arguments(beam_pipeline_args):
+    context = statistics_executor.Executor.Context(beam_pipeline_args=beam_pipeline_args)
+    return statistics_executor.Executor(context)._beam_pipeline_args  # pylint: disable=protected-access
+
+  loopback = beam_cluster.portable_runner_args('flink', '127.0.0.1:8099')
+  assert '--environment_type=LOOPBACK' in loopback
+  ours = executor_arguments(loopback)
+  assert not built and not [argument for argument in ours
+                            if argument.startswith('--extra_package')]
+  executor_arguments(['--runner', 'PortableRunner', '--environment_type', 'LOOPBACK'])
+  assert not built
+  external = executor_arguments(beam_cluster.portable_runner_args(
+      'spark', '127.0.0.1:8099', 'EXTERNAL', '127.0.0.1:50000'))
+  assert built == ['built']
+  assert '--extra_package=/packages/tfx_ephemeral.tar.gz' in external
