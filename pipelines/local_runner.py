@@ -561,8 +561,13 @@ DIRECT_RUNNER_ARGS = ('--direct_running_mode=in_memory', '--direct_num_workers=1
 # the cluster's stop take their own bounds (beam_cluster) within it; should the stage's
 # thread still not have unwound by then, the process ends without it.
 LOST_PROCESS_EXIT_S = 20
+# What the watchdog sends the run's main thread when the cluster loses a process. Not
+# SIGINT: a run started in the background (`cmd &` from a script) has SIGINT ignored from
+# birth, Python then never raises KeyboardInterrupt, and the stage went on for minutes.
+LOSS_SIGNAL = signal.SIGUSR2
 # The message of the run's lost engine process, once one is lost.
 _lost_process_message: Optional[str] = None
+_loss_raised = threading.Event()
 _failure_reported = threading.Event()
 
 
@@ -570,6 +575,27 @@ class LostEngineProcess(RuntimeError):
   """The local cluster lost a process: the run stops, and the same command reruns it."""
 
   says_what_to_do = True
+
+
+class _EngineProcessLost(BaseException):
+  """Raised in the run's main thread by LOSS_SIGNAL; a BaseException, as KeyboardInterrupt
+  is, so that no library's `except Exception` keeps the stage going."""
+
+
+def _raise_in_main_thread(unused_signum, unused_frame):
+  # Once, and only for a recorded loss: a stray signal changes nothing.
+  if _lost_process_message is not None and not _loss_raised.is_set():
+    _loss_raised.set()
+    raise _EngineProcessLost(_lost_process_message)
+
+
+def install_loss_handler() -> None:
+  """Makes LOSS_SIGNAL raise in the main thread (from the main thread; elsewhere a no-op).
+
+  Left in place after the run: it raises only for a recorded loss, once.
+  """
+  if threading.current_thread() is threading.main_thread():
+    signal.signal(LOSS_SIGNAL, _raise_in_main_thread)
 
 
 def lost_process_message(engine: str, process) -> str:
@@ -582,15 +608,14 @@ def lost_process_message(engine: str, process) -> str:
 def end_run_after_loss(message: str, bound_s: float) -> None:
   """Interrupts the run's main thread, and ends the process if it has not in `bound_s`.
 
-  A real SIGINT to the main thread, where Python handles it, rather than
-  `_thread.interrupt_main()`: that one waits for the thread to run Python again, and a
-  thread in a system call (a subprocess, a lock) would not see it. One of the two, never
-  both: a second KeyboardInterrupt could land in the first one's clean-up.
+  A real signal to the main thread, where `beam_engine` set its handler: a thread in a
+  system call (a subprocess, a lock) returns from it to raise. `_thread.interrupt_main()`
+  only where that handler could not be set (a run outside the main thread).
   """
   global _lost_process_message
   _lost_process_message = message
-  if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+  if signal.getsignal(LOSS_SIGNAL) is _raise_in_main_thread:
+    signal.pthread_kill(threading.main_thread().ident, LOSS_SIGNAL)
   else:
     _thread.interrupt_main()
 
@@ -648,6 +673,7 @@ def beam_engine(args: argparse.Namespace) -> Iterator[Dict[str, Any]]:
            'beam_environment_config': args.beam_environment_config,
            'beam_parallelism': parallelism}
     return
+  install_loss_handler()
   with beam_cluster.start(engine, log=logger.info,
                           slots=parallelism or beam_cluster.SLOTS) as cluster:
     logger.info('beam: the SDK harness runs in each Beam stage\'s own process (LOOPBACK): '

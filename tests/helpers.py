@@ -208,6 +208,15 @@ def child_process_options():
   return {'cwd': REPOSITORY_ROOT, 'env': {**os.environ, 'PYTHONPATH': REPOSITORY_ROOT}}
 
 
+def answer_control_c():
+  """In a child, before exec: SIGINT as a terminal leaves it. A suite started in the
+  background (`make test-e2e &` from a script) has SIGINT ignored, every child inherits that,
+  and a Python that starts with SIGINT ignored never raises KeyboardInterrupt: the run would
+  go on. Pass as Popen's `preexec_fn`."""
+  import signal  # pylint: disable=import-outside-toplevel
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def channel(artifact_type):
   """A channel of `artifact_type` for constructing a component in a test."""
   from tfx import v1 as tfx

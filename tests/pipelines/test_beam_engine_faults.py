@@ -13,6 +13,7 @@ import time
 import psutil
 import pytest
 
+from tests import helpers
 from tests.reliability import messy_csv
 
 # Long: make test-e2e. Per engine, a run stopped at StatisticsGen, then a rerun through the
@@ -30,8 +31,10 @@ def distillery_process(arguments, home, log):
   environment = {key: value for key, value in os.environ.items()
                  if key not in ('TF_USE_LEGACY_KERAS', 'TF_CPP_MIN_LOG_LEVEL')}
   environment['DISTILLERY_HOME'] = str(home)
+  # Ctrl-C reaches it, however the suite was started.
   return subprocess.Popen([command, *arguments], env=environment, stdout=log,
-                          stderr=subprocess.STDOUT, text=True, cwd=str(home))
+                          stderr=subprocess.STDOUT, text=True, cwd=str(home),
+                          preexec_fn=helpers.answer_control_c)
 
 
 def engine_processes(parent_pid, main_class):

@@ -105,7 +105,7 @@ class Console:
     self.process = subprocess.Popen([command, *arguments], cwd=str(cwd), env=environment,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, start_new_session=True,
-                                    preexec_fn=answer_control_c)
+                                    preexec_fn=helpers.answer_control_c)
     self.lines = []
     self._reader = threading.Thread(target=self._read, daemon=True)
     self._reader.start()
@@ -150,13 +150,6 @@ class Console:
     seconds = time.monotonic() - start
     self._reader.join(timeout=10)
     return code, seconds, children
-
-
-def answer_control_c():
-  """In the child: SIGINT as a terminal leaves it. A suite started in the background (`make
-  test-e2e &` from a script) has SIGINT ignored, every child inherits that, and a Python
-  that starts with SIGINT ignored never raises KeyboardInterrupt: the run would go on."""
-  signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def write_unlabelled_logs(folder, rows=150):
