@@ -18,6 +18,8 @@ import filecmp
 import functools
 import glob
 import os
+import subprocess
+import sys
 
 from google.protobuf import text_format
 import numpy as np
@@ -32,6 +34,7 @@ from tfx_distillery.components import IngestionTransform
 from tfx_distillery.components.common import beam_runner
 from tfx_distillery.pipelines import beam_cluster
 from tfx_distillery.pipelines import datasets
+from tests import helpers
 from tests.conformance import chain
 
 # Long: make test-e2e. Three runs of the stages and two clusters' start-ups in the module's
@@ -44,6 +47,8 @@ MODULE_FILE = os.path.join(chain.TFX_ROOT, 'examples', 'chicago_taxi_pipeline',
 ENGINES = ('direct', 'flink', 'spark')
 SPLITS = ('train', 'eval')
 TRANSFORMS = ('Transform', 'IngestionTransform')
+# One engine's run, its cluster's start and stop included (about 200 s beside the others).
+CLUSTER_RUN_TIMEOUT_S = 1500
 # Sums in another order: the same float to about 7 digits (float32), far below any signal.
 FLOAT_TOLERANCE = 1e-6
 
@@ -85,7 +90,28 @@ def _pipeline(root, components, beam_pipeline_args):
 
 @pytest.fixture(scope='module')
 def runs(tmp_path_factory):
-  return {engine: run_on(engine, str(tmp_path_factory.mktemp(engine))) for engine in ENGINES}
+  """Each engine's run. Flink's and Spark's each in a process of its own, at the same time as
+  DirectRunner's here: a run on a local cluster waits on its JVMs' scheduling more than it
+  computes (alone, the three used about one of the two cores), so side by side they took
+  about 240 s where one after another took 300."""
+  roots = {engine: str(tmp_path_factory.mktemp(engine)) for engine in ENGINES}
+  logs, clusters = {}, {}
+  for engine in ENGINES[1:]:
+    logs[engine] = os.path.join(roots[engine], 'run.log')
+    with open(logs[engine], 'wb') as log:
+      clusters[engine] = subprocess.Popen(
+          [sys.executable, '-m', 'tests.conformance.test_taxi_engines', engine, roots[engine]],
+          stdout=log, stderr=subprocess.STDOUT, **helpers.child_process_options())
+  try:
+    run_on('direct', roots['direct'])
+    for engine, process in clusters.items():
+      process.wait(timeout=CLUSTER_RUN_TIMEOUT_S)
+      with open(logs[engine], errors='replace') as log:
+        assert process.returncode == 0, (engine, log.read()[-3000:])
+  finally:
+    for process in clusters.values():
+      process.kill()
+  return roots
 
 
 def uri(root, node, type_name):
@@ -252,3 +278,8 @@ def test_the_transformed_examples_are_the_same_on_every_engine(runs, engine, nod
       else:
         assert sorted(other[(name, kind)]) == sorted(values), name
     assert other_rows == direct_rows, split
+
+
+if __name__ == '__main__':
+  # One engine's run, as the `runs` fixture starts it: ENGINE ROOT.
+  run_on(sys.argv[1], sys.argv[2])
