@@ -437,12 +437,29 @@ class Cluster:
         except subprocess.TimeoutExpired:
           _signal_group(process.popen.pid, signal.SIGKILL)
           process.popen.wait(timeout=STOP_TIMEOUT_S)
+        # What it started is in its group too (Spark's executors, a JVM each): a worker that
+        # ended on SIGTERM may leave one still running its shutdown hooks.
+        if not _group_ends_by(process.popen.pid, deadline):
+          _signal_group(process.popen.pid, signal.SIGKILL)
+          _group_ends_by(process.popen.pid, time.monotonic() + 5)
 
   def __enter__(self) -> 'Cluster':
     return self
 
   def __exit__(self, *unused) -> None:
     self.stop()
+
+
+def _group_ends_by(pgid: int, deadline: float) -> bool:
+  """Whether process group `pgid` has no member left by `deadline` (polled)."""
+  while True:
+    try:
+      os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+      return True
+    if time.monotonic() >= deadline:
+      return False
+    time.sleep(0.1)
 
 
 def _signal_group(pid: int, signum: int) -> None:

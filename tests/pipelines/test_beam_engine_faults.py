@@ -99,7 +99,9 @@ def test_a_lost_engine_process_fails_the_run_by_name_and_a_rerun_runs_its_stage_
   output = log_path.read_text()
   assert status == 1, output
   assert took < FAILURE_BOUND_S, (took, output)
-  [stage] = re.findall(f'lost its {role} \\(exit status -9\\) during (\\w+); stopping', output)
+  # "lost its flink taskmanager 0 (exit status -9) during StatisticsGen; stopping the run"
+  [stage] = re.findall(f'lost its {role}[ 0-9]*\\(exit status -9\\) during (\\w+); stopping',
+                       output)
   assert stage in ('StatisticsGen', 'IngestionTransform'), output
   assert f'error: the pipeline failed: the local {engine} cluster lost its {role}' in output
   assert 'Nothing was pushed: rerun the same command' in output
