@@ -29,6 +29,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -88,6 +89,31 @@ def distillery_home() -> str:
 
 # The component that was running when the run stopped, for the interrupt message.
 _running_node: Optional[str] = None
+# Whether the run got past its checks to the pipeline: exit 2 is for what was refused
+# before it, and for what our own components refuse by name within it.
+_pipeline_started = False
+# Our code's folders: siblings of this one, installed (tfx_distillery/) or in a checkout.
+_OUR_FOLDERS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name) + os.sep
+    for name in ('components', 'pipelines', 'trainer_modules'))
+
+
+def is_bad_input(error: BaseException) -> bool:
+  """Whether `error` refuses the user's input (exit 2), not a failure (exit 1).
+
+  Before the pipeline starts, every ValueError and FileNotFoundError comes from checking the
+  arguments and the data. Once it runs, only a ValueError that our own code raised (a
+  validator, a label or shape check, each naming what to fix) is one: a library's
+  ValueError, or a file gone missing meanwhile (another run's), is a failure.
+  """
+  if not isinstance(error, (ValueError, FileNotFoundError)):
+    return False
+  if not _pipeline_started:
+    return True
+  if isinstance(error, FileNotFoundError):
+    return False
+  frames = traceback.extract_tb(error.__traceback__)
+  return bool(frames) and os.path.abspath(frames[-1].filename).startswith(_OUR_FOLDERS)
 
 
 class ComponentProgressHandler(logging.Handler):
@@ -415,18 +441,36 @@ def exclusive_metadata(metadata_path: str) -> Iterator[None]:
     handle.close()  # Closing releases the lock.
 
 
-def record_run(pipeline_root: str, pipeline_name: str, serving_dir: str) -> None:
-  """Notes the run in its root, and in the home as the last run, for `distillery report`."""
+def write_json_record(path: str, record: Dict[str, Any]) -> None:
+  """Writes `record` to `path` through a temporary file of its own, then an atomic replace:
+  two runs writing the same record (the home's last run) each rename a whole file."""
+  folder = os.path.dirname(path)
+  os.makedirs(folder, exist_ok=True)
+  handle, temporary = tempfile.mkstemp(prefix=os.path.basename(path) + '.', suffix='.tmp',
+                                       dir=folder)
+  try:
+    with os.fdopen(handle, 'w') as output:
+      json.dump(record, output, indent=2, sort_keys=True)
+    os.replace(temporary, path)
+  except BaseException:
+    with contextlib.suppress(OSError):
+      os.remove(temporary)
+    raise
+
+
+@contextlib.contextmanager
+def recorded_run(pipeline_root: str, pipeline_name: str, serving_dir: str) -> Iterator[None]:
+  """Notes the run in its root, and in the home as the last run, for `distillery report`.
+
+  Entered once the run holds its root's metadata (`exclusive_metadata`), so a refused run
+  leaves the root's record to the one that holds it.
+  """
   record = {'pipeline_name': pipeline_name, 'pipeline_root': pipeline_root,
             'serving_dir': serving_dir,
             'metadata': os.path.join(pipeline_root, 'metadata.sqlite')}
-  for folder, name in ((pipeline_root, RUN_RECORD_FILE_NAME),
-                       (distillery_home(), LAST_RUN_FILE_NAME)):
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, name)
-    with open(path + '.tmp', 'w') as handle:
-      json.dump(record, handle, indent=2, sort_keys=True)
-    os.replace(path + '.tmp', path)
+  write_json_record(os.path.join(pipeline_root, RUN_RECORD_FILE_NAME), record)
+  write_json_record(os.path.join(distillery_home(), LAST_RUN_FILE_NAME), record)
+  yield
 
 
 def read_run_record(pipeline_root: Optional[str] = None) -> Dict[str, str]:
@@ -713,6 +757,7 @@ def beam_engine(args: argparse.Namespace) -> Iterator[Dict[str, Any]]:
 
 def execute(args: argparse.Namespace) -> RunResult:
   """Builds and runs the pipeline; writes the report into the pipeline root."""
+  global _pipeline_started
   preflight = unlabelled = None
   if args.dataset == 'csv':
     # Checked before anything is created, so a typo or a bad file costs nothing.
@@ -739,10 +784,10 @@ def execute(args: argparse.Namespace) -> RunResult:
   logger = progress.get_logger()
   logger.info('pipeline %s: root %s', pipeline_name, pipeline_root)
   logger.info('full log: %s', log_path)
-  # Set up before TensorFlow loads, so its loggers write to the file, not the console.
-  record_run(pipeline_root, pipeline_name, serving_dir)
-  with exclusive_metadata(metadata_path), console_shows_progress_only(
-      log_path, getattr(args, 'verbose', False)) as component_progress:
+  # The console set up before TensorFlow loads, so its loggers write to the file.
+  with exclusive_metadata(metadata_path), recorded_run(
+      pipeline_root, pipeline_name, serving_dir), console_shows_progress_only(
+          log_path, getattr(args, 'verbose', False)) as component_progress:
     # Imported here so `--help` and argument errors answer without loading TFX.
     # TFX's modules, not `tfx.v1`, which loads its cloud extensions and kfp too (pipeline.py).
     from tfx.orchestration import metadata  # pylint: disable=g-import-not-at-top
@@ -763,6 +808,7 @@ def execute(args: argparse.Namespace) -> RunResult:
       logger.info('unlabelled: %s (the Distiller\'s transfer set)', unlabelled_root)
     start = time.monotonic()
     with beam_engine(args) as beam_arguments:
+      _pipeline_started = True
       local_dag_runner.LocalDagRunner().run(pipeline.create_pipeline(
           pipeline_name=pipeline_name,
           pipeline_root=pipeline_root,
@@ -826,34 +872,57 @@ def run_with_exit_status(args: argparse.Namespace) -> int:
   try:
     return run(args)
   except KeyboardInterrupt:
-    _failure_reported.set()
-    where = f' during {_running_node}' if _running_node else ''
-    print(f'\ninterrupted{where}: nothing was pushed. The next run reuses every component '
-          'that finished, from the cache.', file=sys.stderr, flush=True)
-    return EXIT_INTERRUPTED
-  except (ValueError, FileNotFoundError) as error:
-    _failure_reported.set()
-    print(f'error: {error}', file=sys.stderr)
-    return EXIT_BAD_INPUT
-  except RuntimeError as error:
-    _failure_reported.set()
-    advice = ('' if getattr(error, 'says_what_to_do', False) else
-              '\nThe lines above name the component that failed; fix its input and rerun '
-              '(finished components are taken from the cache).')
-    print(f'error: the pipeline failed: {error}{advice}', file=sys.stderr)
-    return EXIT_FAILED
+    return _report_interrupt()
   except Exception as error:  # pylint: disable=broad-except
-    _failure_reported.set()
-    log_path = os.path.join(pipeline_root_of(args), 'pipeline.log')
-    try:
-      with open(log_path, 'a') as handle:
-        traceback.print_exc(file=handle)
-    except OSError:
-      log_path = 'nowhere (the log file could not be written)'
-    print(f'error: the pipeline failed{f" in {_running_node}" if _running_node else ""}: '
-          f'{type(error).__name__}: {error}\nThe traceback is in {log_path}.',
-          file=sys.stderr)
-    return EXIT_FAILED
+    if _caused_by(error, KeyboardInterrupt):
+      # Beam re-raises a DoFn's KeyboardInterrupt as a RuntimeError naming the step.
+      return _report_interrupt()
+    if is_bad_input(error):
+      _failure_reported.set()
+      print(f'error: {error}', file=sys.stderr)
+      return EXIT_BAD_INPUT
+    if isinstance(error, RuntimeError):
+      _failure_reported.set()
+      advice = ('' if getattr(error, 'says_what_to_do', False) else
+                '\nThe lines above name the component that failed; fix its input and rerun '
+                '(finished components are taken from the cache).')
+      print(f'error: the pipeline failed: {error}{advice}', file=sys.stderr)
+      return EXIT_FAILED
+    return _report_failure(args, error)
+
+
+def _caused_by(error: BaseException, kind: type) -> bool:
+  """Whether `error`, or an exception it was raised from or while handling, is a `kind`."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    if isinstance(error, kind):
+      return True
+    seen.add(id(error))
+    error = error.__cause__ or error.__context__
+  return False
+
+
+def _report_interrupt() -> int:
+  _failure_reported.set()
+  where = f' during {_running_node}' if _running_node else ''
+  print(f'\ninterrupted{where}: nothing was pushed. The next run reuses every component '
+        'that finished, from the cache.', file=sys.stderr, flush=True)
+  return EXIT_INTERRUPTED
+
+
+def _report_failure(args: argparse.Namespace, error: BaseException) -> int:
+  """An unexpected failure: one console line, the traceback in the run's log file."""
+  _failure_reported.set()
+  log_path = os.path.join(pipeline_root_of(args), 'pipeline.log')
+  try:
+    with open(log_path, 'a') as handle:
+      traceback.print_exception(type(error), error, error.__traceback__, file=handle)
+  except OSError:
+    log_path = 'nowhere (the log file could not be written)'
+  print(f'error: the pipeline failed{f" in {_running_node}" if _running_node else ""}: '
+        f'{type(error).__name__}: {error}\nThe traceback is in {log_path}.',
+        file=sys.stderr)
+  return EXIT_FAILED
 
 
 if __name__ == '__main__':

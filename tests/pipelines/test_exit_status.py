@@ -1,0 +1,51 @@
+"""Exit statuses: 2 only for input refused by name, 130 for Ctrl-C wherever it lands (a Beam
+step too), 1 for the rest."""
+
+import json
+import os
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from tfx_distillery.pipelines import local_runner
+from tfx_distillery.components.common import beam_runner
+
+
+def raise_from(module_file):
+  """A ValueError raised by a function compiled as if it lived in `module_file`."""
+  namespace = {}
+  exec(compile('def check():\n  raise ValueError("label_key \'x\' names no feature")\n',  # pylint: disable=exec-used
+               module_file, 'exec'), namespace)
+  try:
+    namespace['check']()
+  except ValueError as error:
+    return error
+
+
+def test_exit_2_is_for_refused_input_only_and_a_library_error_in_the_run_is_a_failure(
+    monkeypatch):
+  ours = raise_from(local_runner.__file__)
+  library = raise_from(os.path.join(os.path.dirname(json.__file__), 'decoder.py'))
+  gone = FileNotFoundError(2, 'No such file or directory', 'last_run.json.tmp')
+  monkeypatch.setattr(local_runner, '_pipeline_started', False)
+  assert all(local_runner.is_bad_input(error) for error in (ours, library, gone))
+  monkeypatch.setattr(local_runner, '_pipeline_started', True)
+  assert local_runner.is_bad_input(ours)
+  assert not local_runner.is_bad_input(library) and not local_runner.is_bad_input(gone)
+
+
+class Interrupted(beam.DoFn):
+
+  def process(self, element):
+    raise KeyboardInterrupt
+
+
+def test_control_c_inside_a_beam_step_exits_130_as_interrupted(monkeypatch, capsys):
+  def run(unused_args):
+    with beam.Pipeline(options=PipelineOptions([beam_runner.RUNNER_ARGUMENT])) as pipeline:
+      _ = pipeline | beam.Create([1]) | 'InferKinds' >> beam.ParDo(Interrupted())
+
+  monkeypatch.setattr(local_runner, 'run', run)
+  assert local_runner.run_with_exit_status(None) == local_runner.EXIT_INTERRUPTED
+  error = capsys.readouterr().err
+  assert 'interrupted' in error and 'fix its input' not in error
