@@ -192,9 +192,11 @@ def create_components(data_root: str,
   labelled = {'label_key': label_key, 'label_column': label_column}
   candidate = trainer.outputs['model']
   if distil:
-    # The size search's budget is the gate's, so the student it keeps can pass the gate.
-    sizing = ({'student_parameter_shares': student_parameter_shares,
-               'max_accuracy_drop': max_accuracy_drop} if student_parameter_shares else {})
+    # The gate's budget, so that the student it keeps (a size search's share, or a fixed
+    # student trained longer) can pass the gate.
+    sizing = {'max_accuracy_drop': max_accuracy_drop,
+              **({'student_parameter_shares': student_parameter_shares}
+                 if student_parameter_shares else {})}
     distiller = components.Distiller(
         examples=transform.outputs['transformed_examples'],
         transform_graph=transform.outputs['transform_graph'],

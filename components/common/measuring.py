@@ -553,22 +553,73 @@ def paired_comparison(correct: np.ndarray, other_correct: np.ndarray) -> Dict[st
           'within_noise': bool(p_value >= SIGNIFICANCE_LEVEL)}
 
 
-def drop_with_margin(baseline_correct: np.ndarray, correct: np.ndarray) -> float:
-  """A model's accuracy drop below a baseline's on the same examples, plus one standard
-  error of that paired difference.
+# What a choice made on eval leaves the gate: when eval and test agree in expectation, the
+# chosen model passes the gate's budget on test in at least this share of runs.
+GATE_PASS_CHANCE = 0.975
 
-  What a selection keeps looks better on the split it was chosen on than it is: of several
-  candidates, the one that just clears a bar there is the likeliest to miss it on fresh
-  rows. Judging the drop's one-standard-error upper bound (about 84% one-sided) against a
-  budget leaves it room; a model that agrees with the baseline almost everywhere pays
-  almost nothing.
+
+def gate_margin(correct: np.ndarray, baseline_correct: np.ndarray,
+                test_examples: Optional[int]) -> Dict[str, Any]:
+  """A model's drop below a baseline on eval, and the margin its choice keeps for the gate.
+
+  The gate will measure the same drop on `test_examples` other rows (the test split). What
+  it sees there differs from eval's figure by the noise of both: a paired difference of
+  two models that disagree on a share d of the rows has a standard error of about
+  sqrt(d / n) on n rows. The margin is the normal quantile of GATE_PASS_CHANCE times the
+  two splits' combined error: a model whose eval drop plus the margin is within the
+  budget passes the gate in at least that share of runs. d comes from eval with one
+  disagreement added, so that a model that matched the baseline on every eval row still
+  keeps room. Without a test split the gate decides on eval itself: no margin.
 
   Args:
-    baseline_correct: Per example, whether the baseline (the teacher) is right.
-    correct: The same for the model, on the same examples.
+    correct: Per eval example, whether the model is right.
+    baseline_correct: The same for the baseline (the teacher), on the same examples.
+    test_examples: The rows the gate will judge on (None: it judges on these).
+
+  Returns:
+    `drop` (on eval), `margin`, `standard_error` (eval and test combined),
+    `test_examples` and `eval_examples`.
   """
-  comparison = paired_comparison(correct, baseline_correct)
-  return -comparison['difference'] + comparison['standard_error']
+  correct = np.asarray(correct, dtype=bool)
+  baseline_correct = np.asarray(baseline_correct, dtype=bool)
+  examples = max(1, len(correct))
+  drop = float(np.mean(baseline_correct) - np.mean(correct)) if len(correct) else 0.0
+  figures = {'drop': drop, 'margin': 0.0, 'standard_error': 0.0,
+             'test_examples': test_examples, 'eval_examples': int(len(correct))}
+  if not test_examples:
+    return figures
+  disagreeing = (int(np.sum(correct != baseline_correct)) + 1) / (examples + 1)
+  variance = max(disagreeing - drop**2, 0.0)
+  standard_error = math.sqrt(variance / examples + variance / test_examples)
+  figures.update(standard_error=standard_error,
+                 margin=statistics.NormalDist().inv_cdf(GATE_PASS_CHANCE) * standard_error)
+  return figures
+
+
+def within_budget_with_margin(figures: Dict[str, Any], max_drop: float) -> bool:
+  """Whether `gate_margin`'s drop plus its margin is within `max_drop`."""
+  return figures['drop'] + figures['margin'] <= max_drop + DROP_TOLERANCE
+
+
+def chance_of_passing(figures: Dict[str, Any], max_drop: float) -> float:
+  """The chance that the gate finds `gate_margin`'s model within `max_drop` on test."""
+  if not figures['standard_error']:
+    return 1.0 if figures['drop'] <= max_drop + DROP_TOLERANCE else 0.0
+  return statistics.NormalDist().cdf((max_drop - figures['drop']) / figures['standard_error'])
+
+
+def test_split_size(eval_file_pattern, cap: int, compression: str = 'GZIP') -> Optional[int]:
+  """The rows the gate will judge on: the test split beside `eval_file_pattern`'s eval split
+  (at most `cap`, what it measures), or None when there is none (it judges on eval)."""
+  patterns = [eval_file_pattern] if isinstance(eval_file_pattern, str) else list(eval_file_pattern)
+  marker = os.sep + f'Split-{CHOOSE_SPLIT}' + os.sep
+  test_patterns = [pattern.replace(marker, os.sep + f'Split-{REPORT_SPLIT}' + os.sep)
+                   for pattern in patterns if marker in pattern]
+  files = sorted({name for pattern in test_patterns for name in tf.io.gfile.glob(pattern)})
+  if not files:
+    return None
+  dataset = tf.data.TFRecordDataset(files, compression_type=compression or None).take(cap)
+  return int(dataset.reduce(np.int64(0), lambda count, _: count + 1).numpy())
 
 
 def majority_reason(accuracy: float, majority: float, lead: Dict[str, Any]) -> Optional[str]:

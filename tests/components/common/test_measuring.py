@@ -121,3 +121,61 @@ def test_a_drop_of_exactly_the_budget_passes_and_one_example_more_does_not():
   assert not measuring.within_drop(0.985, 0.975, 0.005)
   assert measuring.within_drop(0.5, 0.9, 0.0)  # Better than the baseline always passes.
   assert not measuring.within_drop(0.9, 0.9 - 1e-6, 0.0)
+
+
+def test_a_choice_at_the_edge_of_the_budget_with_the_gates_margin_passes_the_gate_in_975_of_1000():
+  # Eval and test draws of one model against one teacher that agree in expectation: the
+  # two disagree on 2% of 3,000 rows, and the model loses more of those than it wins by a
+  # true drop drawn anywhere from -0.01 to 0.02. The runs whose eval drop plus margin
+  # lands just inside the budget (the hardest a choice keeps) pass on test in at least
+  # 97.5% of cases; with one standard error as the margin, in about 90%.
+  generator = np.random.default_rng(0)
+  budget, rows, disagree = 0.01, 3000, 0.02
+
+  def draw(true_drop):
+    discordant = generator.binomial(rows, disagree)
+    losses = generator.binomial(discordant, (1 + true_drop / disagree) / 2)
+    model, teacher = np.ones(rows, bool), np.ones(rows, bool)
+    model[:losses] = False
+    teacher[losses:discordant] = False
+    return model, teacher
+
+  at_the_edge = {'gate margin': [], 'one standard error': []}
+  for _ in range(8000):
+    true_drop = generator.uniform(-0.01, 0.02)
+    figures = measuring.gate_margin(*draw(true_drop), rows)
+    test_model, test_teacher = draw(true_drop)
+    passes = measuring.within_drop(np.mean(test_teacher), np.mean(test_model), budget)
+    for name, margin in (('gate margin', figures['margin']),
+                         ('one standard error', figures['standard_error'])):
+      if budget - 0.002 <= figures['drop'] + margin <= budget:
+        at_the_edge[name].append(passes)
+  assert len(at_the_edge['gate margin']) > 300
+  assert np.mean(at_the_edge['gate margin']) >= 0.975, np.mean(at_the_edge['gate margin'])
+  assert np.mean(at_the_edge['one standard error']) < 0.95
+
+
+def test_the_margin_is_none_where_the_gate_judges_on_eval_and_the_chance_follows_the_normal():
+  teacher = np.array([True] * 90 + [False] * 10)
+  model = teacher.copy()
+  model[:2] = False
+  figures = measuring.gate_margin(model, teacher, None)
+  assert figures['drop'] == pytest.approx(0.02) and figures['margin'] == 0
+  assert measuring.chance_of_passing(figures, 0.02) == 1.0
+  assert measuring.chance_of_passing(figures, 0.01) == 0.0
+  figures = measuring.gate_margin(model, teacher, 100)
+  assert figures['margin'] == pytest.approx(1.959964 * figures['standard_error'], rel=1e-5)
+  assert measuring.chance_of_passing(figures, 0.02) == pytest.approx(0.5)
+
+
+def test_the_test_split_is_counted_beside_eval_up_to_what_the_gate_measures(tmp_path):
+  for split, rows in (('eval', 5), ('test', 7)):
+    folder = tmp_path / f'Split-{split}'
+    folder.mkdir()
+    with tf.io.TFRecordWriter(str(folder / 'data.gz'), 'GZIP') as writer:
+      for _ in range(rows):
+        writer.write(b'x')
+  pattern = str(tmp_path / 'Split-eval' / '*')
+  assert measuring.test_split_size(pattern, 100) == 7
+  assert measuring.test_split_size([pattern], 3) == 3
+  assert measuring.test_split_size(str(tmp_path / 'Split-train' / '*'), 100) is None
