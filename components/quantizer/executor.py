@@ -179,7 +179,12 @@ class Executor(base_executor.BaseExecutor):
           model, mode, representative_features, io_type, strict_int8, flatbuffer,
           float_flatbuffer, eval_set, graph_uri, metrics_dir, float(max_int8_drop),
           lambda: self._fine_tune_qat(input_scorer.keras_model, examples, tf_transform_output,
-                                      label_key, output_kind, qat_steps, preserve_sparsity))
+                                      label_key, output_kind, qat_steps, preserve_sparsity),
+          # The rows the gate will judge the int8 model on.
+          measuring.test_split_size(
+              measuring.split_pattern(examples.uri, measuring.CHOOSE_SPLIT),
+              int(exec_properties[quantizer_spec.EVAL_EXAMPLES_KEY]),
+              reading.read_options(examples.uri).compression))
     sparse_figures = None
     sparse_choice = exec_properties.get(quantizer_spec.SPARSE_ENCODING_KEY) or 'auto'
     zero_share = conversion.zero_weight_share(model)
@@ -350,7 +355,8 @@ class Executor(base_executor.BaseExecutor):
 
   def _recover(self, model, mode, representative_features, io_type, strict_int8,
                flatbuffer: bytes, float_flatbuffer: bytes, eval_set, graph_uri: str,
-               metrics_dir: str, max_drop: float, fine_tune_qat):
+               metrics_dir: str, max_drop: float, fine_tune_qat,
+               test_examples: Optional[int] = None):
     """An int8 model within `max_drop` of its float32 twin on eval, if one can be made.
 
     The plain conversion first; past the budget, the layers whose int8 error costs the most
@@ -364,22 +370,36 @@ class Executor(base_executor.BaseExecutor):
     logger = progress.get_logger()
     folder = os.path.join(metrics_dir, 'recovery')
 
-    def accuracy(content: bytes) -> float:
+    # Per trial, its per-example correctness: each variant is judged paired with float32.
+    correct_of = {}
+
+    def correctness(content: bytes) -> np.ndarray:
       write_tflite_folder(folder, content, {
           'format': predict.MODEL_FORMAT, 'mode': mode, 'model_file': predict.MODEL_FILE_NAME,
           'transform_graph': predict.TRANSFORM_GRAPH_FOLDER, 'raw_model': None}, graph_uri)
-      return measuring.accuracy(measuring.load_scorer(folder), eval_set)
+      return measuring.correct_predictions(measuring.load_scorer(folder), eval_set)
 
-    float_accuracy = accuracy(float_flatbuffer)
-    tried = [{'variant': 'int8', 'float_layers': [], 'accuracy': accuracy(flatbuffer),
-              'bytes': len(flatbuffer)}]
+    def measured(trial: dict, content: bytes) -> dict:
+      correct_of[id(trial)] = correctness(content)
+      trial['accuracy'] = float(np.mean(correct_of[id(trial)]))
+      return trial
+
+    float_correct = correctness(float_flatbuffer)
+    float_accuracy = float(np.mean(float_correct))
+    tried = [measured({'variant': 'int8', 'float_layers': [], 'bytes': len(flatbuffer)},
+                      flatbuffer)]
     record = {'max_accuracy_drop': max_drop, 'float32_accuracy': float_accuracy,
-              'tried': tried, 'layer_errors': None}
+              'tried': tried, 'layer_errors': None, 'test_examples': test_examples}
     shipped = (model, flatbuffer, [])
 
     def within(trial) -> bool:
-      return (trial['accuracy'] is not None
-              and measuring.within_drop(float_accuracy, trial['accuracy'], max_drop))
+      # Within the budget of the float32 model, with the margin the gate's noise on test
+      # asks for.
+      if trial['accuracy'] is None:
+        return False
+      trial['gate_margin'] = measuring.gate_margin(correct_of[id(trial)], float_correct,
+                                                   test_examples)
+      return measuring.within_budget_with_margin(trial['gate_margin'], max_drop)
 
     if not within(tried[0]):
       logger.info('Quantizer (%s): int8 accuracy %.4f is %.4f below float32 %.4f on eval, past '
@@ -396,8 +416,8 @@ class Executor(base_executor.BaseExecutor):
         content = conversion.convert(model, mode, representative_features, io_type,
                                      strict_int8, float_layers=layers)
         try:
-          tried.append({'variant': 'float layers', 'float_layers': layers,
-                        'accuracy': accuracy(content), 'bytes': len(content)})
+          tried.append(measured({'variant': 'float layers', 'float_layers': layers,
+                                 'bytes': len(content)}, content))
         except (RuntimeError, ValueError) as error:
           tried.append({'variant': 'float layers', 'float_layers': layers, 'accuracy': None,
                         'refused': conversion.first_line_naming_an_op(str(error))})
@@ -412,8 +432,8 @@ class Executor(base_executor.BaseExecutor):
         qat_model = fine_tune_qat()
         content = conversion.convert(qat_model, 'qat', representative_features, io_type,
                                      strict_int8)
-        tried.append({'variant': 'qat', 'float_layers': [], 'accuracy': accuracy(content),
-                      'bytes': len(content)})
+        tried.append(measured({'variant': 'qat', 'float_layers': [], 'bytes': len(content)},
+                              content))
         variants[len(tried) - 1] = (qat_model, content, [])
         logger.info('Quantizer (%s): QAT: accuracy %.4f, %d bytes', mode,
                     tried[-1]['accuracy'], len(content))

@@ -87,7 +87,9 @@ def test_two_by_four_pattern_zeroes_two_of_every_four_weights(data, teacher, tmp
 
 @pytest.mark.e2e  # long: make test-e2e
 def test_the_search_hands_on_the_smallest_shipped_file_within_the_budget(
-    data, teacher, tmp_path):
+    data, teacher, tmp_path, monkeypatch):
+  # As if the gate judged on 200 test rows: every level keeps the margin their noise asks.
+  monkeypatch.setattr(pruner_executor.measuring, 'test_split_size', lambda *_: 200)
   pruned, metrics = run_pruner(data, teacher, str(tmp_path), max_accuracy_drop=0.05)
   trials = metrics['trials']
   assert trials and trials[0]['sparsity'] == 0.5  # The lowest of `sparsities` first.
@@ -97,9 +99,11 @@ def test_the_search_hands_on_the_smallest_shipped_file_within_the_budget(
     assert trial['above_majority'] == (versus_majority['p_value'] < 0.05)
     assert versus_majority['wins'] - versus_majority['losses'] == round(
         (trial['eval_accuracy'] - metrics['majority_accuracy']) * metrics['eval_examples'])
-    assert trial['within_budget'] == (
-        measuring.within_drop(trial['baseline_accuracy'], trial['eval_accuracy'], 0.05)
-        and trial['above_majority'])
+    gate = trial['gate_margin']
+    assert gate['test_examples'] == 200 and gate['margin'] > 0
+    assert gate['drop'] == pytest.approx(trial['baseline_accuracy'] - trial['eval_accuracy'])
+    assert trial['within_budget'] == (gate['drop'] + gate['margin'] <= 0.05 + 1e-9
+                                      and trial['above_majority'])
     assert abs(trial['versus_baseline']['difference']
                - (trial['eval_accuracy'] - trial['baseline_accuracy'])) < 1e-9
   kept = [trial for trial in trials if trial['within_budget']]
@@ -108,11 +112,28 @@ def test_the_search_hands_on_the_smallest_shipped_file_within_the_budget(
   if smallest < metrics['dense_int8_bytes']:
     assert metrics['handed_on'] == 'pruned model'
     assert metrics['shipped_int8_bytes'] == smallest
-    assert measuring.within_drop(metrics['baseline_accuracy'], metrics['pruned_accuracy'], 0.05)
+    assert measuring.within_drop(metrics['baseline_accuracy'], metrics['pruned_accuracy'],
+                                 0.05 - min(trial['gate_margin']['margin'] for trial in kept))
     assert not pruned.has_custom_property(artifacts.NOT_A_CANDIDATE_PROPERTY)
   else:
     assert metrics['handed_on'] == 'input model, unchanged'
   assert metrics['budget_against'] == 'input model' and metrics['eval_split'] == 'eval'
+
+
+def test_no_sparsity_is_kept_whose_margin_for_the_gates_few_test_rows_leaves_no_room(
+    data, teacher, tmp_path, monkeypatch):
+  # As if the gate judged on 10 test rows: the margin their noise asks for is far past a
+  # 5-point budget, so no level is kept however well it scores on eval, and the input
+  # model goes on, with the reason.
+  monkeypatch.setattr(pruner_executor.measuring, 'test_split_size', lambda *_: 10)
+  _, metrics = run_pruner(data, teacher, str(tmp_path), train_steps=20,
+                          max_accuracy_drop=0.05)
+  trials = metrics['trials']
+  assert trials and not any(trial['within_budget'] for trial in trials)
+  assert all(trial['gate_margin']['margin'] > 0.05 for trial in trials)
+  assert any(trial['gate_margin']['drop'] <= 0.05 for trial in trials)  # On eval alone, kept.
+  assert metrics['handed_on'] == 'input model, unchanged'
+  assert 'with the margin the gate\'s noise on test asks for' in metrics['reason']
 
 
 @pytest.mark.e2e  # long: make test-e2e

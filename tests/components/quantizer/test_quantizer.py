@@ -448,3 +448,23 @@ def test_without_a_budget_the_plain_int8_model_ships_as_before(data, tmp_path, t
                              max_accuracy_drop=-1.0)
   assert metrics['recovery'] is None and metrics['float_layers'] == []
   assert metrics['float32_tflite']['accuracy'] - metrics['accuracy'] > 0.2
+
+
+def test_the_fallback_keeps_the_gates_margin_and_a_budget_test_rows_can_not_resolve_passes_none(
+    data, teacher, tmp_path, monkeypatch):
+  # As if the gate judged on 200 test rows: one of them is 0.005, the budget. Keeping the
+  # broken layer in float gives the float32 model's answers, a drop of 0, yet the margin
+  # for the gate's noise on 200 rows is larger than the budget: no variant is within it,
+  # and the most accurate ships, marked so.
+  monkeypatch.setattr(quantizer_executor.measuring, 'test_split_size', lambda *_: 200)
+  fragile = int8_fragile(teacher, str(tmp_path / 'fragile'))
+  _, metrics = run_quantizer(data, fragile, str(tmp_path), 'full_integer',
+                             max_accuracy_drop=0.005)
+  recovery = metrics['recovery']
+  assert recovery['test_examples'] == 200
+  measured = [trial for trial in recovery['tried'] if 'gate_margin' in trial]
+  assert measured and all(trial['gate_margin']['margin'] > 0.005 for trial in measured)
+  best = max(recovery['tried'], key=lambda trial: trial['accuracy'] or 0)
+  assert best['gate_margin']['drop'] <= 0.005  # The point rule alone would pass it.
+  assert not recovery['within_budget']
+  assert metrics['accuracy'] == pytest.approx(best['accuracy'])
