@@ -52,7 +52,7 @@ test-e2e: $(INSTALLED)
 # three longest (3.7 hours on 2 cores, the sum of those results' own runs). Those three,
 # LONG_RUNS (5.4 hours), are the engine cost curve (12 whole runs on DirectRunner, Flink and
 # Spark) and MNIST-1D's two large-teacher configurations. `make bench-all` adds them, #61's
-# shipping runs other than `make demo`'s, one result each (SHIPPING_RUNS), and the re-checks on
+# shipping runs other than `make demo`'s and #83's unseeded draws, one result each (SHIPPING_RUNS), and the re-checks on
 # held-out seeds and against the stronger baseline (13.5 hours). `make bench-stale` measures
 # again only the results a change made stale. A test keeps these hours, and the README's, equal
 # to the results' (a result not measured yet, results.PENDING, adds none).
@@ -62,7 +62,7 @@ LONG_RUNS := mnist1d-large-cnn mnist1d-large-mlp beam_engines
 RESULTS_DIR := docs/results
 RECHECKS := mnist1d-large-cnn-held-out mnist1d-large-mlp-held-out mnist1d-mlp-mixup-pseudo
 SHIPPING_RUNS := shipping-csv-1x shipping-csv-10x shipping-csv-100x shipping-digits shipping-taxi \
-  shipping-mnist1d shipping-stock-taxi
+  shipping-mnist1d shipping-stock-taxi shipping-draws-demo shipping-draws-csv-1x shipping-draws-digits
 bench: $(INSTALLED)
 	set -e; for name in $(BENCHMARKS); do $(PYTHON) -m benchmarks.recorded $$name --save --json; done
 	$(PYTHON) -m benchmarks.results

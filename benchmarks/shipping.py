@@ -26,8 +26,18 @@ chosen student's float and int8 test accuracy (the gate measures both); the laye
 Quantizer left in float; the size search's choice. The targets are #61's, decided on the
 mean over seeds where they are figures, and run by run where they are counts.
 
+Draws (#83), each run with no seed, as a newcomer types it:
+- `draws-demo`: `make demo`'s command DRAWS['draws-demo'] times, one at a time; the first
+  DEMO_PAIRS paired with the same command at DRAWS_BASELINE_COMMIT (main before #83), for
+  the first-run ratio;
+- `draws-csv-1x`, `draws-digits`: the taxi-like CSV at 1x and digits, DRAWS[...] times
+  each, two at a time.
+Each records the runs that pushed and that shipped int8, the pushed model's test drop
+below the teacher (mean, spread, worst) and how often the from-scratch twin went on.
+
 Usage:
-  python -m benchmarks.shipping --config csv-1x|...|stock-taxi --json [--seeds 1,2,3]
+  python -m benchmarks.shipping --config csv-1x|...|stock-taxi|draws-demo|... --json
+      [--seeds 1,2,3]
 """
 
 import concurrent.futures
@@ -40,6 +50,7 @@ import statistics
 import subprocess
 import sys
 import threading
+from typing import Optional
 
 from benchmarks import common
 from benchmarks import pruning
@@ -47,8 +58,15 @@ from benchmarks import results
 
 # Fixed before any result.
 SEEDS = (1, 2, 3)
-RUNS = ('demo', 'csv-1x', 'csv-10x', 'csv-100x', 'digits', 'taxi', 'mnist1d', 'stock-taxi')
-CSV_REPEATS = {'csv-1x': 1, 'csv-10x': 10, 'csv-100x': 100}
+RUNS = ('demo', 'csv-1x', 'csv-10x', 'csv-100x', 'digits', 'taxi', 'mnist1d', 'stock-taxi',
+        'draws-demo', 'draws-csv-1x', 'draws-digits')
+# Unseeded runs per draws configuration (#83), and the command each draws.
+DRAWS = {'draws-demo': 20, 'draws-csv-1x': 10, 'draws-digits': 10}
+DRAWN_RUN = {'draws-demo': 'taxi', 'draws-csv-1x': 'csv-1x', 'draws-digits': 'digits'}
+# main before #83's changes to what the chain chooses: the demo's first run at most
+# DEMO_RATIO_TARGET of this commit's.
+DRAWS_BASELINE_COMMIT = '33067fe'
+CSV_REPEATS = {'csv-1x': 1, 'csv-10x': 10, 'csv-100x': 100, 'draws-csv-1x': 1}
 # The runs that must push int8 (#61): the CSVs at <= 64 KB as shipped, taxi and digits,
 # and `make demo` (taxi with no seed).
 INT8_RUNS = ('demo', 'csv-1x', 'csv-10x', 'csv-100x', 'digits', 'taxi')
@@ -116,11 +134,13 @@ def stock_taxi_script(seed: int) -> str:
   return block + ('\ntfx.orchestration.LocalDagRunner().run(pipeline)\n')
 
 
-def run_command(run: str, seed: int, data_dirs: dict):
+def run_command(run: str, seed: Optional[int], data_dirs: dict):
+  """The run's `distillery` arguments; a draw (seed None) has no `--seed`."""
+  seeded = ['--seed', str(seed)] if seed is not None else []
   if run in CSV_REPEATS:
     return ['run', '--dataset', 'csv', '--data', data_dirs[run], '--label',
-            pruning.TAXI_LIKE_LABEL, '--seed', str(seed)]
-  return ['run', '--dataset', run, '--seed', str(seed)]
+            pruning.TAXI_LIKE_LABEL, *seeded]
+  return ['run', '--dataset', DRAWN_RUN.get(run, run), *seeded]
 
 
 def newest_metrics(home: str, node: str, output: str = 'metrics'):
@@ -182,6 +202,7 @@ def entry_of(run: str, seed, root: str, outcome: dict) -> dict:
   float_layers = sorted({layer for metrics in quantizers
                          for layer in metrics.get('float_layers') or []})
   search = distiller.get('size_search') or {}
+  margin = distiller.get('gate_margin') or {}
   exit_status = outcome['exit_status']
   if run == 'stock-taxi' and exit_status == 0:
     exit_status = 0 if chosen else 3  # The script ends 0 whether or not the gate passed one.
@@ -199,6 +220,9 @@ def entry_of(run: str, seed, root: str, outcome: dict) -> dict:
       'float_layers': float_layers,
       'recovery': [metrics.get('recovery') for metrics in quantizers if metrics.get('recovery')],
       'size_search_share': search.get('chosen_share'),
+      'exported_student': distiller.get('exported_student'),
+      'eval_drop': margin.get('drop'), 'gate_margin': margin.get('margin'),
+      'chance_of_passing': margin.get('chance_of_passing'),
       'student_parameters': distiller.get('student_parameters'),
       'refusals': '; '.join(f'{candidate["name"]}: {", ".join(candidate["reasons"])}'
                             for candidate in gate.get('candidates', [])
@@ -210,7 +234,8 @@ def demo_command() -> list:
   return [sys.executable, '-c', DEMO_COMMAND, 'run', '--dataset', 'taxi']
 
 
-def demo_runs(work_dir: str):
+def demo_runs(work_dir: str, runs: int = DEMO_RUNS, baseline_commit: str = DEMO_BASELINE_COMMIT,
+              name: str = 'demo'):
   """`make demo` with no seed, one run at a time; the first DEMO_PAIRS paired with a baseline
   run, before the run in even pairs and after it in odd ones.
 
@@ -218,13 +243,13 @@ def demo_runs(work_dir: str):
     (the runs' entries, one dict per pair: both commits' wall seconds and exit statuses).
   """
   entries, pairs = [], []
-  with common.package_at_commit(DEMO_BASELINE_COMMIT, work_dir) as (package_root, environment):
-    for index in range(DEMO_RUNS):
+  with common.package_at_commit(baseline_commit, work_dir) as (package_root, environment):
+    for index in range(runs):
       home = os.path.join(work_dir, f'home-demo-{index}')
 
       def run_baseline(index=index):
         return pruning.run_chain(demo_command(), os.path.join(
-            work_dir, f'home-demo-{DEMO_BASELINE_COMMIT}-{index}'), environment=environment,
+            work_dir, f'home-demo-{baseline_commit}-{index}'), environment=environment,
                                  cwd=package_root)
 
       # The pair's order alternates, so that neither commit always runs on a warmer machine.
@@ -234,7 +259,7 @@ def demo_runs(work_dir: str):
       current = pruning.run_chain(demo_command(), home, cwd=work_dir)
       if index < DEMO_PAIRS and index % 2 == 1:
         baseline = run_baseline()
-      entries.append(record(work_dir, entry_of('demo', None, home, current)))
+      entries.append(record(work_dir, entry_of(name, None, home, current)))
       if index < DEMO_PAIRS:
         pairs.append({'baseline_s': baseline['wall_s'],
                       'baseline_exit_status': baseline['exit_status'],
@@ -248,14 +273,47 @@ def demo_runs(work_dir: str):
   return entries, pairs
 
 
-def demo_targets(pairs: list) -> list:
-  """The first-run ratio against DEMO_BASELINE_COMMIT, the median over the pairs."""
+def demo_targets(pairs: list, baseline_commit: str = DEMO_BASELINE_COMMIT,
+                 name: str = 'demo') -> list:
+  """The first-run ratio against `baseline_commit`, the median over the pairs."""
   ratios = [pair['current_s'] / pair['baseline_s'] for pair in pairs]
   ratio = statistics.median(ratios)
   return [results.target(
-      f'demo: first run / first run at {DEMO_BASELINE_COMMIT} (median of {len(ratios)} pairs, '
+      f'{name}: first run / first run at {baseline_commit} (median of {len(ratios)} pairs, '
       f'one run at a time; ratios {", ".join(f"{value:.3f}" for value in ratios)})', ratio,
       f'<= {DEMO_RATIO_TARGET}', ratio <= DEMO_RATIO_TARGET)]
+
+
+def draws_targets(run: str, entries: list) -> list:
+  """#83's targets for one draws configuration: every run pushes (int8 where asked), the
+  pushed model's test drop below the teacher within half the budget on the mean and the
+  budget at worst, and how often the from-scratch twin went on."""
+  count = len(entries)
+  pushed = [entry for entry in entries if entry['exit_status'] == 0 and entry['pushed']]
+  rows = [results.target(f'{run}: runs that pushed a model ({count} runs with no seed)',
+                         len(pushed), f'= {count} of {count}', len(pushed) == count)]
+  if DRAWN_RUN[run] in INT8_RUNS or DRAWN_RUN[run] == 'taxi':
+    small = [entry for entry in pushed if is_int8(entry) and (
+        not run.startswith('draws-csv') or entry['pushed_bytes'] <= INT8_BYTES)]
+    rows.append(results.target(
+        f'{run}: runs that pushed int8' + (f' of at most {INT8_BYTES // 1024} KB'
+                                           if run.startswith('draws-csv') else ''),
+        len(small), f'= {count} of {count}', len(small) == count))
+  if pushed:
+    drops = [entry['teacher_test_accuracy'] - entry['pushed_test_accuracy'] for entry in pushed]
+    budget = pushed[0]['max_accuracy_drop']
+    rows.append(results.over_seeds(f'{run}: the pushed model\'s test drop below the teacher '
+                                   f'(mean; at most half the budget, {budget / 2:g})',
+                                   drops, [None] * len(drops), None))
+    mean = statistics.mean(drops)
+    rows.append(results.target(f'{run}: mean test drop of the pushed model', mean,
+                               f'<= {budget / 2:g}', mean <= budget / 2 + 1e-9))
+    rows.append(results.target(f'{run}: worst test drop of the pushed model', max(drops),
+                               f'<= {budget:g}', max(drops) <= budget + 1e-9))
+  scratch = [entry for entry in entries if entry.get('exported_student') == 'scratch']
+  rows.append(results.target(f'{run}: runs whose Distiller handed on the from-scratch twin',
+                             len(scratch), 'recorded', True))
+  return rows
 
 
 def is_int8(entry: dict) -> bool:
@@ -317,26 +375,35 @@ def main() -> None:
                  for run, repeats in CSV_REPEATS.items() if run in runs}
     # The demo's runs first, alone: their seconds are compared.
     entries, pairs = demo_runs(args.work_dir) if 'demo' in runs else ([], [])
-    order = [(run, seed) for run in runs if run != 'demo' for seed in seeds]
+    if 'draws-demo' in runs:
+      entries, pairs = demo_runs(args.work_dir, DRAWS['draws-demo'], DRAWS_BASELINE_COMMIT,
+                                 'draws-demo')
+    order = [(run, seed) for run in runs if run not in ('demo', 'draws-demo')
+             for seed in ([None] * DRAWS[run] if run in DRAWS else seeds)]
     with concurrent.futures.ThreadPoolExecutor(CONCURRENT_RUNS) as pool:
       futures = [pool.submit(one_run, run, seed, args.work_dir, data_dirs)
                  for run, seed in order]
       entries += [future.result(timeout=RUN_TIMEOUT_S) for future in futures]
     by_run = {run: [entry for entry in entries if entry['run'] == run] for run in runs}
-    targets = [row for run in runs for row in targets_of(run, by_run[run])]
+    targets = [row for run in runs for row in (
+        draws_targets(run, by_run[run]) if run in DRAWS else targets_of(run, by_run[run]))]
     if pairs:
-      targets += demo_targets(pairs)
+      targets += (demo_targets(pairs, DRAWS_BASELINE_COMMIT, 'draws-demo')
+                  if 'draws-demo' in runs else demo_targets(pairs))
     table = results.table(
         f'What each run pushed, on test (the demo\'s runs one at a time, the others '
         f'{CONCURRENT_RUNS} at a time, so their seconds are not compared)',
         ['run', 'seed', 'exit', 'pushed', 'bytes', 'latency (ms)', 'test accuracy', 'teacher',
          'student float', 'student int8', 'layers left float', 'size search share',
-         'pipeline (s)'],
+         'handed on', 'eval drop + margin', 'pipeline (s)'],
         [[entry['run'], entry['seed'], entry['exit_status'], entry['pushed'],
           entry['pushed_bytes'], entry['pushed_latency_ms'], entry['pushed_test_accuracy'],
           entry['teacher_test_accuracy'], entry['student_test_accuracy'],
           entry['int8_test_accuracy'], ', '.join(entry['float_layers']) or '-',
-          entry['size_search_share'], entry['pipeline_s']] for entry in entries])
+          entry['size_search_share'], entry.get('exported_student'),
+          (None if entry.get('eval_drop') is None
+           else round(entry['eval_drop'] + entry['gate_margin'], 4)),
+          entry['pipeline_s']] for entry in entries])
     refusals = results.table(
         'What the gate refused, run by run',
         ['run', 'seed', 'refused'],

@@ -115,3 +115,25 @@ def test_a_failed_runs_output_is_kept_without_this_machines_paths(tmp_path, monk
   entry = shipping.one_run('taxi', 2, str(tmp_path), {})
   assert entry['stderr_tail'] == 'OSError: $WORK_DIR/home-taxi-2/runs/taxi: no space left'
   assert str(tmp_path) not in (tmp_path / 'runs.jsonl').read_text()
+
+
+def test_draws_meet_their_targets_only_when_every_unseeded_run_pushes_int8_near_the_teacher():
+  good = [dict(entry(None, pushed=0.886), exported_student='distilled') for _ in range(10)]
+  met = verdicts(shipping.draws_targets('draws-csv-1x', good))
+  assert met['draws-csv-1x: runs that pushed a model'] is True
+  assert met['draws-csv-1x: runs that pushed int8 of at most 64 KB'] is True
+  assert met['draws-csv-1x: mean test drop of the pushed model'] is True  # 0.004 <= 0.005
+  assert met['draws-csv-1x: worst test drop of the pushed model'] is True
+  # One run of ten pushed nothing, one lost 0.02 to the teacher, one handed on its twin.
+  bad = good[:7] + [dict(entry(None, exit_status=3), exported_student='scratch'),
+                    dict(entry(None, pushed=0.87), exported_student='distilled'),
+                    dict(entry(None, pushed_format='saved_model', pushed_bytes=700_000),
+                         exported_student='distilled')]
+  rows = {row['figure'].split(' (')[0]: row for row in shipping.draws_targets('draws-csv-1x', bad)}
+  assert rows['draws-csv-1x: runs that pushed a model']['value'] == 9
+  assert rows['draws-csv-1x: runs that pushed int8 of at most 64 KB']['met'] is False
+  assert rows['draws-csv-1x: worst test drop of the pushed model']['met'] is False
+  assert rows['draws-csv-1x: runs whose Distiller handed on the from-scratch twin']['value'] == 1
+  # A draw has no --seed, and runs the dataset the configuration draws.
+  assert shipping.run_command('draws-demo', None, {}) == ['run', '--dataset', 'taxi']
+  assert '--seed' not in shipping.run_command('draws-digits', None, {})

@@ -38,6 +38,8 @@ OUTPUT_KINDS = ('logits', 'probabilities')
 # Rows of a softmax output sum to 1 within this tolerance.
 SUM_TOLERANCE = 1e-3
 DEFAULT_MAX_EXAMPLES = 5000
+# The test rows the AccuracyGate scores by default: what a choice on eval keeps a margin for.
+GATE_EXAMPLES = 2000
 DEFAULT_BATCH_SIZE = 256
 # The same names as quantizer/predict.py, which is copied alone into every TFLite folder
 # and so imports nothing of ours.
@@ -608,9 +610,10 @@ def chance_of_passing(figures: Dict[str, Any], max_drop: float) -> float:
   return statistics.NormalDist().cdf((max_drop - figures['drop']) / figures['standard_error'])
 
 
-def test_split_size(eval_file_pattern, cap: int, compression: str = 'GZIP') -> Optional[int]:
+def test_split_size(eval_file_pattern, cap: int = GATE_EXAMPLES,
+                    compression: str = 'GZIP') -> Optional[int]:
   """The rows the gate will judge on: the test split beside `eval_file_pattern`'s eval split
-  (at most `cap`, what it measures), or None when there is none (it judges on eval)."""
+  (at most `cap`, what it scores), or None when there is none (it judges on eval)."""
   patterns = [eval_file_pattern] if isinstance(eval_file_pattern, str) else list(eval_file_pattern)
   marker = os.sep + f'Split-{CHOOSE_SPLIT}' + os.sep
   test_patterns = [pattern.replace(marker, os.sep + f'Split-{REPORT_SPLIT}' + os.sep)

@@ -308,13 +308,14 @@ class TrainingRun:
       return dataclasses.replace(self.options, cache='memory')
     return self.options
 
-  def log_plan(self, model_name: str, model: tf_keras.Model) -> None:
+  def log_plan(self, model_name: str, model: tf_keras.Model,
+               epochs: Optional[int] = None) -> None:
     progress.get_logger().info(
         '%s: %d parameters, %s x %d replicas, global batch %d = %d per replica x %d, '
         '%d epochs x %d steps, %d steps per call', model_name, model.count_params(),
         type(self.strategy).__name__, self.strategy.num_replicas_in_sync,
         self.global_batch_size, self.per_replica_batch_size,
-        self.strategy.num_replicas_in_sync, self.epochs, self.steps_per_epoch,
+        self.strategy.num_replicas_in_sync, epochs or self.epochs, self.steps_per_epoch,
         self.steps_per_execution)
 
   def callbacks(self, model_name: str, run_name: str = '', profile: bool = True,

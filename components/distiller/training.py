@@ -420,7 +420,7 @@ class Distillation:
     # The rows the gate will judge the chosen model on: each choice here keeps a margin
     # for their noise (None: the pipeline has no test split, and the gate judges on eval).
     self.test_examples = measuring.test_split_size(
-        fn_args.eval_files, settings.eval_examples, self.run.options.compression)
+        fn_args.eval_files, compression=self.run.options.compression)
     self.warn_if_the_budget_is_below_one_example()
     features = {name: tf.constant(values[:64])
                 for name, values in self.eval_set.features.items()}
@@ -689,7 +689,7 @@ class Distillation:
                              metrics=metrics,
                              steps_per_execution=self.run.steps_per_execution)
         modeling.create_optimizer_slots(distillation)
-      self.run.log_plan(run_name, student)
+      self.run.log_plan(run_name, student, epochs)
       _, training_callbacks = self.run.callbacks(run_name, run_name=run_name, profile=False)
       dataset = self.run.train_dataset(record_dataset_fn)
       if self.transfer is not None and alpha < 1.0:  # The from-scratch twin has no use for it.

@@ -10,6 +10,7 @@ from tfx.types import standard_artifacts
 
 from tfx_distillery.components.common import artifacts
 from tfx_distillery.components.common import labels
+from tfx_distillery.components.common import measuring
 from tfx_distillery.components.gate import executor
 from tfx_distillery.components.gate import spec as gate_spec
 
@@ -62,7 +63,7 @@ class AccuracyGate(base_component.BaseComponent):
                candidate_parents: Optional[Dict[str, str]] = None,
                max_accuracy_drop: float = 0.01,
                max_model_bytes: Optional[int] = None,
-               eval_examples: int = 2000,
+               eval_examples: int = measuring.GATE_EXAMPLES,
                latency_runs: int = 200,
                label_key: str = 'label',
                label_column: str = 'label'):

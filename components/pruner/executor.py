@@ -170,8 +170,8 @@ class Executor(base_executor.BaseExecutor):
         EVAL_EXAMPLES)
     # The rows the gate will judge the pruned model on: the search keeps a margin for them.
     self.test_examples = measuring.test_split_size(
-        measuring.split_pattern(examples.uri, measuring.CHOOSE_SPLIT), EVAL_EXAMPLES,
-        self.compression)
+        measuring.split_pattern(examples.uri, measuring.CHOOSE_SPLIT),
+        compression=self.compression)
     # A few training rows calibrate the int8 conversions whose sizes the search compares
     # (a file's size does not depend on its calibration ranges).
     self.calibration = measuring.from_examples_artifact(

@@ -183,8 +183,7 @@ class Executor(base_executor.BaseExecutor):
           # The rows the gate will judge the int8 model on.
           measuring.test_split_size(
               measuring.split_pattern(examples.uri, measuring.CHOOSE_SPLIT),
-              int(exec_properties[quantizer_spec.EVAL_EXAMPLES_KEY]),
-              reading.read_options(examples.uri).compression))
+              compression=reading.read_options(examples.uri).compression))
     sparse_figures = None
     sparse_choice = exec_properties.get(quantizer_spec.SPARSE_ENCODING_KEY) or 'auto'
     zero_share = conversion.zero_weight_share(model)
