@@ -81,7 +81,8 @@ class AccuracyGate(base_component.BaseComponent):
       max_accuracy_drop: Largest allowed accuracy drop against the teacher, as a
         fraction in [0, 1] (0.01 is one point).
       max_model_bytes: Largest allowed model size; None for no limit.
-      eval_examples: At most this many eval examples are scored (>= 1).
+      eval_examples: At most this many examples of the test split (else eval) are scored
+        (>= 1); each choice on eval keeps its margin for this many.
       latency_runs: Batch-1 calls timed per median latency (>= 1).
       label_key: The transformed label feature (TFMA's name).
       label_column: The raw label column, which serving requests lack.
