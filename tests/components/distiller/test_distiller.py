@@ -567,7 +567,7 @@ def test_the_size_search_keeps_no_share_that_clears_the_budget_only_within_its_n
   # The gate will judge on a test split as large as eval (this data has none of its own:
   # there the gate judges on eval itself, and no margin is kept).
   eval_examples = len(data[2])  # All of eval is measured: fewer than eval_examples.
-  monkeypatch.setattr(training.measuring, 'test_split_size', lambda *_: eval_examples)
+  monkeypatch.setattr(training.measuring, 'test_split_size', lambda *_, **__: eval_examples)
   _, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
                              train_baseline=False, train_steps=8,
                              student_parameter_shares=(0.005, 0.3),

@@ -89,7 +89,7 @@ def test_two_by_four_pattern_zeroes_two_of_every_four_weights(data, teacher, tmp
 def test_the_search_hands_on_the_smallest_shipped_file_within_the_budget(
     data, teacher, tmp_path, monkeypatch):
   # As if the gate judged on 200 test rows: every level keeps the margin their noise asks.
-  monkeypatch.setattr(pruner_executor.measuring, 'test_split_size', lambda *_: 200)
+  monkeypatch.setattr(pruner_executor.measuring, 'test_split_size', lambda *_, **__: 200)
   pruned, metrics = run_pruner(data, teacher, str(tmp_path), max_accuracy_drop=0.05)
   trials = metrics['trials']
   assert trials and trials[0]['sparsity'] == 0.5  # The lowest of `sparsities` first.
@@ -125,7 +125,7 @@ def test_no_sparsity_is_kept_whose_margin_for_the_gates_few_test_rows_leaves_no_
   # As if the gate judged on 10 test rows: the margin their noise asks for is far past a
   # 5-point budget, so no level is kept however well it scores on eval, and the input
   # model goes on, with the reason.
-  monkeypatch.setattr(pruner_executor.measuring, 'test_split_size', lambda *_: 10)
+  monkeypatch.setattr(pruner_executor.measuring, 'test_split_size', lambda *_, **__: 10)
   _, metrics = run_pruner(data, teacher, str(tmp_path), train_steps=20,
                           max_accuracy_drop=0.05)
   trials = metrics['trials']

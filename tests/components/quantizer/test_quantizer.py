@@ -456,7 +456,7 @@ def test_the_fallback_keeps_the_gates_margin_and_a_budget_test_rows_can_not_reso
   # broken layer in float gives the float32 model's answers, a drop of 0, yet the margin
   # for the gate's noise on 200 rows is larger than the budget: no variant is within it,
   # and the most accurate ships, marked so.
-  monkeypatch.setattr(quantizer_executor.measuring, 'test_split_size', lambda *_: 200)
+  monkeypatch.setattr(quantizer_executor.measuring, 'test_split_size', lambda *_, **__: 200)
   fragile = int8_fragile(teacher, str(tmp_path / 'fragile'))
   _, metrics = run_quantizer(data, fragile, str(tmp_path), 'full_integer',
                              max_accuracy_drop=0.005)
