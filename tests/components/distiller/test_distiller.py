@@ -613,3 +613,16 @@ def test_the_builtin_student_takes_a_share_of_the_teachers_parameters(data, teac
   assert metrics['student_param_ratio'] <= 0.2
   widths = metrics['student']['hidden_units']
   assert len(widths) == 1 and widths[0] >= 2
+
+
+def test_a_budget_below_one_example_of_the_gates_split_is_named_before_any_student_trains(
+    data, teacher, tmp_path, monkeypatch):
+  monkeypatch.setattr(training.measuring, 'test_split_size', lambda *_, **__: 200)
+  with helpers.ProgressLines() as lines:
+    run_distiller(data, [teacher], str(tmp_path), train_steps=8, train_baseline=False,
+                  max_accuracy_drop=0.001)
+  warning = next(index for index, line in enumerate(lines)
+                 if 'max_accuracy_drop 0.001 is below what the gate can resolve' in line)
+  assert 'one example of 200 is 0.0050' in lines[warning]
+  assert 'more rows, a larger test share, or a budget of at least 0.0050' in lines[warning]
+  assert not any('parameters, ' in line for line in lines[:warning])  # Before any training.
