@@ -53,9 +53,11 @@ def test_the_pipeline_carries_the_runner_unless_the_user_named_one(tmp_path):
   assert flink.beam_pipeline_args == ['--runner=FlinkRunner']
 
 
-def test_tfx_packs_no_copy_of_itself_for_this_runner_and_still_does_for_others(monkeypatch):
+@pytest.fixture
+def packing(monkeypatch):
+  """(the packages TFX built, the Beam arguments a stock Beam executor ends up with)."""
   # TFX's stock Beam executors (StatisticsGen's here) build a `tfx_ephemeral` sdist for
-  # remote workers: about 2 s and a 49 MB copy of TFX per stage. Ours runs locally.
+  # remote workers: about 2 s and a 49 MB copy of TFX per stage.
   built = []
   monkeypatch.setattr(dependency_utils, 'build_ephemeral_package',
                       lambda: built.append('built') or '/packages/tfx_ephemeral.tar.gz')
@@ -64,6 +66,11 @@ def test_tfx_packs_no_copy_of_itself_for_this_runner_and_still_does_for_others(m
     context = statistics_executor.Executor.Context(beam_pipeline_args=beam_pipeline_args)
     return statistics_executor.Executor(context)._beam_pipeline_args  # pylint: disable=protected-access
 
+  return built, executor_arguments
+
+
+def test_tfx_packs_no_copy_of_itself_for_this_runner_and_still_does_for_others(packing):
+  built, executor_arguments = packing
   ours = executor_arguments(beam_runner.with_direct_runner(['--direct_num_workers=1']))
   assert not built
   assert not [argument for argument in ours if argument.startswith('--extra_package')]
@@ -73,18 +80,10 @@ def test_tfx_packs_no_copy_of_itself_for_this_runner_and_still_does_for_others(m
   assert '--extra_package=/packages/tfx_ephemeral.tar.gz' in flink
 
 
-def test_a_portable_runs_harness_in_the_stage_gets_no_package_and_one_elsewhere_does(
-    monkeypatch):
+def test_a_portable_runs_harness_in_the_stage_gets_no_package_and_one_elsewhere_does(packing):
   # LOOPBACK: the SDK harness is the stage's own process, which has TFX; the package was
   # only built and staged to the job server. EXTERNAL: a worker pool elsewhere may need it.
-  built = []
-  monkeypatch.setattr(dependency_utils, 'build_ephemeral_package',
-                      lambda: built.append('built') or '/packages/tfx_ephemeral.tar.gz')
-
-  def executor_arguments(beam_pipeline_args):
-    context = statistics_executor.Executor.Context(beam_pipeline_args=beam_pipeline_args)
-    return statistics_executor.Executor(context)._beam_pipeline_args  # pylint: disable=protected-access
-
+  built, executor_arguments = packing
   loopback = beam_cluster.portable_runner_args('flink', '127.0.0.1:8099')
   assert '--environment_type=LOOPBACK' in loopback
   ours = executor_arguments(loopback)
