@@ -173,6 +173,18 @@ class HidesDataPlaneHangUps(logging.Filter):
     return not cancelled
 
 
+class HidesInterruptedSteps(logging.Filter):
+  """Keeps off the console a library's error record of a step that Ctrl-C (or a lost engine
+  process) interrupted: Beam logs the interrupted DoFn with its traceback before it re-raises.
+  The log file keeps it; the console gets the run's one line (`interrupted during ...`).
+  """
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    if not record.exc_info or record.exc_info[1] is None:
+      return True
+    return not _caused_by(record.exc_info[1], (KeyboardInterrupt, _EngineProcessLost))
+
+
 @contextlib.contextmanager
 def console_shows_progress_only(log_path: str,
                                 verbose: bool = False) -> Iterator[ComponentProgressHandler]:
@@ -208,6 +220,7 @@ def console_shows_progress_only(log_path: str,
   errors_handler = logging.StreamHandler(console_errors)
   errors_handler.setLevel(logging.ERROR)
   errors_handler.addFilter(HidesDataPlaneHangUps())
+  errors_handler.addFilter(HidesInterruptedSteps())
   root_logger.addHandler(errors_handler)
   try:
     with progress.process_output_to(log_fd, include_stderr=True):
@@ -869,6 +882,7 @@ def run_with_exit_status(args: argparse.Namespace) -> int:
   The console gets one message, never a Python traceback; an unexpected error's
   traceback goes to the run's log file, which the message names.
   """
+  previous = _catch_control_c()
   try:
     return run(args)
   except KeyboardInterrupt:
@@ -889,6 +903,45 @@ def run_with_exit_status(args: argparse.Namespace) -> int:
       print(f'error: the pipeline failed: {error}{advice}', file=sys.stderr)
       return EXIT_FAILED
     return _report_failure(args, error)
+  finally:
+    if previous is not None:
+      signal.signal(signal.SIGINT, previous)
+
+
+# From Ctrl-C to the run's exit, should a library swallow the KeyboardInterrupt: pyarrow's
+# first look for pandas ignores any exception raised in it ("Exception ignored in:
+# 'pyarrow.lib._PandasAPIShim._have_pandas_internal'"), and the run went on for minutes.
+INTERRUPT_EXIT_S = 10
+
+
+def _catch_control_c():
+  """Ctrl-C raises KeyboardInterrupt as before, and the run ends within INTERRUPT_EXIT_S
+  even if a library swallows it. Returns the handler it replaced (None: left as it was,
+  outside the main thread or where SIGINT is ignored, as in a background job)."""
+  if threading.current_thread() is not threading.main_thread():
+    return None
+  previous = signal.getsignal(signal.SIGINT)
+  if previous is not signal.default_int_handler:
+    return None
+
+  def on_control_c(signum, frame):
+    guard = threading.Timer(INTERRUPT_EXIT_S, _exit_interrupted)
+    guard.daemon = True
+    guard.start()
+    signal.default_int_handler(signum, frame)
+
+  signal.signal(signal.SIGINT, on_control_c)
+  return previous
+
+
+def _exit_interrupted() -> None:
+  if _failure_reported.is_set():
+    return
+  # Through the progress logger: the process's stderr still goes to the run's log file.
+  where = f' during {_running_node}' if _running_node else ''
+  progress.get_logger().error('interrupted%s: nothing was pushed. The next run reuses every '
+                              'component that finished, from the cache.', where)
+  exit_at_once(EXIT_INTERRUPTED)
 
 
 def _caused_by(error: BaseException, kind: type) -> bool:

@@ -49,3 +49,29 @@ def test_control_c_inside_a_beam_step_exits_130_as_interrupted(monkeypatch, caps
   assert local_runner.run_with_exit_status(None) == local_runner.EXIT_INTERRUPTED
   error = capsys.readouterr().err
   assert 'interrupted' in error and 'fix its input' not in error
+
+
+def test_the_console_hides_a_library_error_record_of_an_interrupted_step_only():
+  import logging  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+
+  def record_of(raise_it):
+    try:
+      raise_it()
+    except Exception:  # pylint: disable=broad-except
+      return logging.LogRecord('apache_beam.runners.common', logging.ERROR, __file__, 1,
+                               'step failed', None, sys.exc_info())
+
+  def interrupted_step():
+    try:
+      raise KeyboardInterrupt
+    except KeyboardInterrupt:
+      raise RuntimeError("KeyboardInterrupt [while running 'InferKinds[0]']")  # As Beam does.
+
+  def failed_step():
+    raise ValueError('a real failure')
+
+  hides = local_runner.HidesInterruptedSteps()
+  assert not hides.filter(record_of(interrupted_step))
+  assert hides.filter(record_of(failed_step))
+  assert hides.filter(logging.LogRecord('x', logging.ERROR, __file__, 1, 'plain', None, None))

@@ -56,3 +56,33 @@ def test_a_main_thread_that_never_unwinds_ends_with_the_process_at_the_bound_nam
   assert 'error: the pipeline failed: the local flink cluster lost its flink taskmanager 0' in (
       completed.stdout + completed.stderr)
   assert seconds < 20, seconds
+
+
+# The child: a run's Ctrl-C handling around a main thread whose library swallows the
+# KeyboardInterrupt (as pyarrow's first look for pandas does), then Ctrl-C a second later.
+SWALLOWING_RUN = '''
+import os, signal, sys, threading, time
+from tfx_distillery.pipelines import local_runner
+
+def run(unused_args):
+  while True:  # A library that swallows every exception.
+    try:
+      time.sleep(60)
+    except BaseException:
+      pass
+
+local_runner.run = run
+threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+sys.exit(local_runner.run_with_exit_status(None))
+'''
+
+
+def test_control_c_that_a_library_swallows_still_ends_the_run_within_the_bound():
+  started = time.monotonic()
+  completed = subprocess.run([sys.executable, '-c', SWALLOWING_RUN], capture_output=True,
+                             text=True, timeout=90, preexec_fn=helpers.answer_control_c,
+                             **helpers.child_process_options())
+  seconds = time.monotonic() - started
+  assert completed.returncode == 130, completed.stdout + completed.stderr
+  assert 'interrupted: nothing was pushed' in completed.stdout + completed.stderr
+  assert seconds < 30, seconds

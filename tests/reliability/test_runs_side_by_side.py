@@ -48,11 +48,11 @@ def test_runs_of_other_data_both_go_on_and_a_second_run_of_the_same_data_is_refu
   folders = {name: messy_csv.make_case(5, [], rows=120).write(tmp_path / name)
              for name in ('first', 'other')}
   runs = {name: start(home, folder, name) for name, folder in folders.items()}
-  runs['again'] = start(home, folders['first'], 'again')
   try:
     for name in ('first', 'other'):
       wait_for(runs[name][1], 'CsvExampleGen: started', runs[name][0])
-    # The same data as `first`: its root's metadata is held, so it is refused at once.
+    # The same data as `first`, which holds its root's metadata: refused at once.
+    runs['again'] = start(home, folders['first'], 'again')
     status = runs['again'][0].wait(timeout=240)
   finally:
     statuses = {name: stop(process) for name, (process, _) in runs.items()}
