@@ -77,6 +77,8 @@ STOP_TIMEOUT_S = 30
 # processes stopped within these, so that the run ends soon after it names the loss.
 CANCEL_TIMEOUT_S = 5
 LOST_STOP_TIMEOUT_S = 10
+# Beam's job states in which a job has ended.
+ENDED_JOB_STATES = ('DONE', 'FAILED', 'CANCELLED', 'DRAINED', 'UPDATED')
 SLOTS = 2
 STATE_FILE = 'cluster.json'
 _PR_SET_PDEATHSIG = 1
@@ -385,6 +387,23 @@ class Cluster:
       done.set()
       watcher.join(timeout=interval_s * 5)
 
+  def jobs(self, timeout_s: float = CANCEL_TIMEOUT_S) -> List[Dict[str, str]]:
+    """The jobs the job server has run or runs: id, name and state (Beam's Job API).
+
+    Empty when the job server does not answer within `timeout_s`.
+    """
+    import grpc  # pylint: disable=g-import-not-at-top
+    from apache_beam.portability.api import beam_job_api_pb2  # pylint: disable=g-import-not-at-top
+    from apache_beam.portability.api import beam_job_api_pb2_grpc  # pylint: disable=g-import-not-at-top
+    with grpc.insecure_channel(self.endpoint) as channel:
+      try:
+        found = beam_job_api_pb2_grpc.JobServiceStub(channel).GetJobs(
+            beam_job_api_pb2.GetJobsRequest(), timeout=timeout_s).job_info
+      except grpc.RpcError:
+        return []
+    return [{'id': job.job_id, 'name': job.job_name,
+             'state': beam_job_api_pb2.JobState.Enum.Name(job.state)} for job in found]
+
   def cancel_jobs(self, timeout_s: float = CANCEL_TIMEOUT_S) -> List[str]:
     """Cancels every job on the job server that has not ended; returns their ids.
 
@@ -396,23 +415,18 @@ class Cluster:
     import grpc  # pylint: disable=g-import-not-at-top
     from apache_beam.portability.api import beam_job_api_pb2  # pylint: disable=g-import-not-at-top
     from apache_beam.portability.api import beam_job_api_pb2_grpc  # pylint: disable=g-import-not-at-top
-    ended = {beam_job_api_pb2.JobState.DONE, beam_job_api_pb2.JobState.FAILED,
-             beam_job_api_pb2.JobState.CANCELLED, beam_job_api_pb2.JobState.DRAINED,
-             beam_job_api_pb2.JobState.UPDATED}
     deadline = time.monotonic() + timeout_s
     cancelled = []
+    running = [job for job in self.jobs(timeout_s) if job['state'] not in ENDED_JOB_STATES]
     with grpc.insecure_channel(self.endpoint) as channel:
       service = beam_job_api_pb2_grpc.JobServiceStub(channel)
-      try:
-        jobs = service.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=timeout_s).job_info
-        for job in jobs:
-          if job.state in ended:
-            continue
-          service.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=job.job_id),
+      for job in running:
+        try:
+          service.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=job['id']),
                          timeout=max(0.1, deadline - time.monotonic()))
-          cancelled.append(job.job_id)
-      except grpc.RpcError:
-        pass
+          cancelled.append(job['id'])
+        except grpc.RpcError:
+          continue
     return cancelled
 
   def stop(self, timeout_s: Optional[float] = None) -> None:

@@ -4,7 +4,7 @@ Every model goes through `measuring`, on the same raw examples of the held-out s
 
 import json
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import tensorflow_transform as tft
@@ -48,6 +48,33 @@ def reasons_against(figures: Dict[str, Any], teacher_accuracy: float, majority: 
     reasons.append(f'size {figures["size_bytes"]} bytes exceeds max_model_bytes '
                    f'{max_bytes}')
   return reasons
+
+
+def lineage_depth(name: str, parents: Dict[str, str]) -> int:
+  """How many candidates `name` was made through: 0 for one made from no other candidate."""
+  depth, seen = 0, {name}
+  while parents.get(name) and parents[name] not in seen:
+    name = parents[name]
+    seen.add(name)
+    depth += 1
+  return depth
+
+
+def choose(candidates: List[Dict[str, Any]], parents: Dict[str, str]
+           ) -> Optional[Dict[str, Any]]:
+  """The candidate to bless among those that passed, or None.
+
+  The smallest; among equal sizes the more accurate; among equal sizes and accuracies the
+  one nearer the root of `parents` (the candidate the others were made from), then the
+  first in `candidates`. Never the latency: measured under the machine's load, it would
+  turn a tie between equals on luck.
+  """
+  order = {candidate['name']: index for index, candidate in enumerate(candidates)}
+  passing = sorted((candidate for candidate in candidates if candidate['passed']),
+                   key=lambda candidate: (candidate['size_bytes'], -candidate['accuracy'],
+                                          lineage_depth(candidate['name'], parents),
+                                          order[candidate['name']]))
+  return passing[0] if passing else None
 
 
 def apply_parent_rule(candidates: List[Dict[str, Any]], correct: Dict[str, np.ndarray],
@@ -191,11 +218,7 @@ class Executor(base_executor.BaseExecutor):
         logger.info('AccuracyGate: %s passes by the parent rule: %s', candidate['name'],
                     candidate['parent_rule'])
 
-    # Smallest first; among equal sizes the more accurate, then the faster.
-    passing = sorted((candidate for candidate in candidates if candidate['passed']),
-                     key=lambda candidate: (candidate['size_bytes'], -candidate['accuracy'],
-                                            candidate['latency_ms']))
-    chosen = passing[0] if passing else None
+    chosen = choose(candidates, parents)
     for candidate in candidates:
       if candidate['passed'] and candidate is not chosen:
         if candidate['size_bytes'] > chosen['size_bytes']:

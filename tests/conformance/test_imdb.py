@@ -50,7 +50,20 @@ def test_every_stage_runs_to_the_gates_decision(run):
   for node, executions in by_node.items():
     assert executions[-1].last_known_state == metadata_store_pb2.Execution.COMPLETE, node
   decision = summary.summarize_run(os.path.join(run, 'metadata.sqlite'), NAME).gate_decision
-  assert decision['split'] == 'eval' and 'blessed' in decision
+  assert decision['split'] == 'eval'  # The 9:1 split has no test split.
+  # Every candidate was measured and judged; the decision blesses the smallest that passed
+  # (the more accurate of equal sizes), or none, each refusal with its reasons.
+  candidates = decision['candidates']
+  assert {candidate['name'] for candidate in candidates} >= {'student', 'student_full_integer'}
+  for candidate in candidates:
+    assert 0 <= candidate['accuracy'] <= 1 and candidate['size_bytes'] > 0, candidate
+    assert candidate['passed'] or candidate['reasons'], candidate
+  passing = [candidate for candidate in candidates if candidate['passed']]
+  assert decision['blessed'] == bool(passing)
+  if passing:
+    smallest = min(passing, key=lambda candidate: (candidate['size_bytes'],
+                                                   -candidate['accuracy']))
+    assert decision['chosen'] == smallest['name']
 
 
 def test_the_builtin_student_embeds_and_averages_the_token_sequence(run):

@@ -165,11 +165,21 @@ def test_the_size_search_keeps_the_smallest_share_within_budget_training_no_widt
   # TFX's penguin model is small (two layers of 8 units): its 1% is below any student, so
   # the smallest student stands in for it, and a share that gives the same width is skipped.
   assert trained[0]['parameters'] < metrics['teacher_parameters'][0]
-  # Judged by what ships: the fewest shipped bytes among the shares that pass (int8 where
-  # it passes, else float), and no share tried past the first whose int8 model passes.
+  # Judged by what ships, against the budget: a model passes when its eval drop below the
+  # teacher plus the gate's margin is within MAX_ACCURACY_DROP, and leads the majority class.
+  def passes(trial, kind):
+    gate = trial[f'{kind}_gate']
+    return (gate is not None and f'{kind}_versus_majority' not in trial
+            and gate['drop'] + gate['margin'] <= MAX_ACCURACY_DROP + 1e-9)
+
+  for trial in trained:
+    assert trial['shipped'] == ('int8' if passes(trial, 'int8') else
+                                'float' if passes(trial, 'float') else None), trial
+  # The fewest shipped bytes among the shares that pass, and no share tried past the first
+  # whose int8 model passes.
   passing = [trial for trial in trained if trial['shipped']]
-  chosen = (min(passing, key=lambda trial: trial['shipped_bytes']) if passing else
-            max(trained, key=lambda trial: trial['eval_accuracy']))
+  assert passing, trained  # Penguin's students reach the teacher within the budget.
+  chosen = min(passing, key=lambda trial: trial['shipped_bytes'])
   assert search['chosen_share'] == chosen['share']
   assert all(trial['shipped'] != 'int8' for trial in trained[:-1])
   assert metrics['student']['hidden_units'] == chosen['hidden_units']

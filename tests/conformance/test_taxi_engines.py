@@ -17,6 +17,7 @@ import collections
 import filecmp
 import functools
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -47,6 +48,10 @@ MODULE_FILE = os.path.join(chain.TFX_ROOT, 'examples', 'chicago_taxi_pipeline',
 ENGINES = ('direct', 'flink', 'spark')
 SPLITS = ('train', 'eval')
 TRANSFORMS = ('Transform', 'IngestionTransform')
+# The jobs an engine's job server ran, written beside its run.
+JOBS_FILE = 'engine-jobs.json'
+# The stages that are Beam jobs: CsvExampleGen, StatisticsGen, Transform, IngestionTransform.
+BEAM_STAGES = 4
 # One engine's run, its cluster's start and stop included (about 200 s beside the others).
 CLUSTER_RUN_TIMEOUT_S = 1500
 # Sums in another order: the same float to about 7 digits (float32), far below any signal.
@@ -81,6 +86,10 @@ def run_on(engine: str, root: str) -> str:
   with beam_cluster.start(engine, os.path.join(root, 'cluster')) as cluster:
     tfx.orchestration.LocalDagRunner().run(_pipeline(root, components,
                                                      cluster.beam_pipeline_args()))
+    # What the engine itself ran, from its job server: the proof that the stages were
+    # jobs on it, and not DirectRunner's in this process.
+    with open(os.path.join(root, JOBS_FILE), 'w') as handle:
+      json.dump(cluster.jobs(), handle)
   return root
 
 
@@ -152,6 +161,17 @@ def transformed(root, node, split):
         integers.append((name, tuple(values)))
     integer_rows[tuple(sorted(integers))] += 1
   return len(serialized), dict(columns), integer_rows
+
+
+@pytest.mark.parametrize('engine', ENGINES[1:])
+def test_every_beam_stage_ran_as_a_job_on_the_engine(runs, engine):
+  # From the engine's own job server: without the runner's arguments the stages would run on
+  # DirectRunner in the run's process, the engine would list no job, and every comparison
+  # below would compare DirectRunner with itself.
+  with open(os.path.join(runs[engine], JOBS_FILE)) as handle:
+    jobs = json.load(handle)
+  done = [job for job in jobs if job['state'] == 'DONE']
+  assert len(done) >= BEAM_STAGES and len(done) == len(jobs), jobs
 
 
 @pytest.mark.parametrize('engine', ENGINES[1:])

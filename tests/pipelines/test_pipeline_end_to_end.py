@@ -239,7 +239,8 @@ def gate_table(metadata_path):
           'candidates': [{key: candidate.get(key) for key in
                           ('name', 'accuracy', 'size_bytes', 'passed', 'reasons')}
                          for candidate in decision['candidates']],
-          'baseline': decision.get('baseline_accuracy')}
+          # The teacher the gate measured: a decision without it fails here (KeyError).
+          'teacher_accuracy': decision['teacher']['accuracy']}
 
 
 def test_the_same_seed_trains_the_same_weights_at_every_stage(runs):

@@ -165,3 +165,24 @@ def test_the_chain_tells_the_gate_what_each_candidate_was_made_from(tmp_path):
   quantizers = [node for node in components if node.id.startswith('Quantizer_')]
   assert quantizers and all(node.exec_properties['max_accuracy_drop'] == 0.005
                             for node in quantizers)
+
+
+def test_a_tie_in_size_and_accuracy_goes_to_the_parent_never_to_the_latency():
+  # Digits on seed 3: the pruned model's int8 file and the unpruned student's were both
+  # 31,072 bytes at the same accuracy, and the measured latency, which follows the load,
+  # picked one. The one made from fewer others goes on, whatever its latency.
+  parents = {'student_full_integer': 'student', 'pruned': 'student',
+             'pruned_full_integer': 'pruned'}
+  same = right(TEACHER_RIGHT)
+  by_name = decide([('student', same, 60000), ('pruned', same, 60000),
+                    ('pruned_full_integer', same, 31072),
+                    ('student_full_integer', same, 31072)], parents)
+  by_name['student_full_integer']['latency_ms'] = 9.0  # Slower under load: no matter.
+  chosen = executor.choose(list(by_name.values()), parents)
+  assert chosen['name'] == 'student_full_integer'
+  assert [executor.lineage_depth(name, parents) for name in by_name] == [0, 1, 2, 1]
+  # Size first, then accuracy: a smaller or a more accurate descendant still goes on.
+  by_name['pruned_full_integer']['size_bytes'] = 31071
+  assert executor.choose(list(by_name.values()), parents)['name'] == 'pruned_full_integer'
+  by_name['pruned_full_integer'].update(size_bytes=31072, accuracy=chosen['accuracy'] + 0.001)
+  assert executor.choose(list(by_name.values()), parents)['name'] == 'pruned_full_integer'

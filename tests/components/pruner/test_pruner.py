@@ -122,10 +122,11 @@ def test_the_search_hands_on_the_smallest_shipped_file_within_the_budget(
 
 def test_no_sparsity_is_kept_whose_margin_for_the_gates_few_test_rows_leaves_no_room(
     data, teacher, tmp_path, monkeypatch):
-  # As if the gate judged on 10 test rows: the margin their noise asks for is far past a
-  # 5-point budget, so no level is kept however well it scores on eval, and the input
-  # model goes on, with the reason.
-  monkeypatch.setattr(pruner_executor.measuring, 'test_split_size', lambda *_, **__: 10)
+  # As if the gate judged on 4 test rows: the margin their noise asks for is past a 5-point
+  # budget even for a level that agrees with the input model on every eval row (0.069 with
+  # gate_margin's one added disagreement in 200; at 10 rows it would be 0.045), so no level
+  # is kept however well it scores on eval, and the input model goes on, with the reason.
+  monkeypatch.setattr(pruner_executor.measuring, 'test_split_size', lambda *_, **__: 4)
   _, metrics = run_pruner(data, teacher, str(tmp_path), train_steps=20,
                           max_accuracy_drop=0.05)
   trials = metrics['trials']
@@ -200,6 +201,25 @@ def test_a_model_already_over_budget_is_handed_on_unchanged_and_marked(
   assert same_files(os.path.join(weak.uri, 'Format-Serving'),
                     os.path.join(pruned.uri, 'Format-Serving'))
   assert artifacts.not_a_candidate(pruned).startswith('pruning did not pay')
+
+
+@pytest.mark.parametrize('saving,paid', [(8, False), (255, False), (256, True)])
+def test_pruning_pays_only_when_the_shipped_file_shrinks_by_a_real_amount(
+    data, teacher, tmp_path, monkeypatch, saving, paid):
+  # A converted file moves by a few bytes with its buffers' alignment: 8 bytes once made
+  # the Pruner keep a pruned model. The unpruned int8 file here is about 15 KB, so 1% is
+  # below PAYS_BYTES, which then sets the line.
+  def shipped_bytes(self, model):
+    return self._unpruned_int8_bytes() - saving
+
+  monkeypatch.setattr(pruner_executor.Executor, '_shipped_bytes', shipped_bytes)
+  pruned, metrics = run_pruner(data, teacher, str(tmp_path), train_steps=5)
+  assert metrics['dense_int8_bytes'] * pruner_executor.PAYS_SHARE < pruner_executor.PAYS_BYTES
+  assert metrics['pruning_paid'] == paid
+  if paid:
+    assert artifacts.not_a_candidate(pruned) is None
+  else:
+    assert 'that pruning must save to pay' in artifacts.not_a_candidate(pruned)
 
 
 def test_when_the_lowest_level_is_over_budget_the_search_tries_lower_ones(
