@@ -96,17 +96,21 @@ def newest_metrics(home: str, node: str, output: str = 'metrics'):
     return json.load(handle)
 
 
-def run_chain(command, home: str, environment=None, cwd=None) -> dict:
-  """One chain in a fresh process and home: exit status, wall times, the Pruner's outcome."""
+def run_chain(command, home: str, environment=None, cwd=None,
+              timeout_s: float = CHAIN_TIMEOUT_S) -> dict:
+  """One chain in a fresh process and home: exit status, wall times, the Pruner's outcome.
+
+  The chain is killed after `timeout_s` (exit status 124).
+  """
   shutil.rmtree(home, ignore_errors=True)
   start = time.monotonic()
   try:
     completed = subprocess.run(
-        command, capture_output=True, text=True, check=False, cwd=cwd, timeout=CHAIN_TIMEOUT_S,
+        command, capture_output=True, text=True, check=False, cwd=cwd, timeout=timeout_s,
         env={**(environment or os.environ), 'DISTILLERY_HOME': home})
   except subprocess.TimeoutExpired:
     completed = subprocess.CompletedProcess(command, 124, '',
-                                            f'timed out after {CHAIN_TIMEOUT_S} s')
+                                            f'timed out after {timeout_s} s')
   wall_s = time.monotonic() - start
   component_s, pipeline_s = {}, None
   for line in completed.stdout.splitlines():

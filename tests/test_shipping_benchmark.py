@@ -106,8 +106,8 @@ def test_the_stock_taxi_script_outlives_the_home_that_a_run_empties(tmp_path, mo
 
 
 def test_a_failed_runs_output_is_kept_without_this_machines_paths(tmp_path, monkeypatch):
-  def run_chain(command, home, environment=None, cwd=None):
-    del command, environment, cwd
+  def run_chain(command, home, environment=None, cwd=None, timeout_s=None):
+    del command, environment, cwd, timeout_s
     return {'exit_status': 1, 'wall_s': 1.0, 'pipeline_s': None,
             'stderr_tail': f'OSError: {home}/runs/taxi: no space left'}
 
@@ -137,3 +137,23 @@ def test_draws_meet_their_targets_only_when_every_unseeded_run_pushes_int8_near_
   # A draw has no --seed, and runs the dataset the configuration draws.
   assert shipping.run_command('draws-demo', None, {}) == ['run', '--dataset', 'taxi']
   assert '--seed' not in shipping.run_command('draws-digits', None, {})
+
+
+def test_a_chain_past_its_bound_is_killed_and_recorded_as_timed_out(tmp_path):
+  # The bound is on the chain's process, not on a wait for its result: a run that hangs
+  # ends at the bound with exit status 124.
+  outcome = shipping.pruning.run_chain(['sleep', '30'], str(tmp_path / 'home'), timeout_s=0.5)
+  assert outcome['exit_status'] == 124 and outcome['wall_s'] < 10
+  assert 'timed out after 0.5 s' in outcome['stderr_tail']
+  assert shipping.RUN_TIMEOUT_S['csv-100x'] > shipping.pruning.CHAIN_TIMEOUT_S
+
+
+def test_each_configuration_has_its_own_default_work_folder(tmp_path):
+  # main() empties its work folder first: two configurations measured at once, on the
+  # default, must not empty each other's. A folder given by name is kept as given.
+  demo = shipping.parse_arguments(['--config', 'draws-demo']).work_dir
+  digits = shipping.parse_arguments(['--config', 'draws-digits']).work_dir
+  assert demo != digits and demo.endswith('draws-demo') and digits.endswith('draws-digits')
+  given = str(tmp_path / 'mine')
+  assert shipping.parse_arguments(['--config', 'draws-demo', '--work-dir', given]
+                                  ).work_dir == given
