@@ -13,7 +13,6 @@ from tfx_distillery.components.common import modules
 from tfx_distillery.components.common import parameters
 from tfx_distillery.components.common import seeding
 from tfx_distillery.components.distributed_trainer import executor
-from tfx_distillery.components.distributed_trainer import gpipe
 from tfx_distillery.components.distributed_trainer import micro_batches as micro_batches_lib
 from tfx_distillery.components.distributed_trainer import spec as trainer_spec
 from tfx_distillery.components.common import strategy as strategy_lib
@@ -132,6 +131,8 @@ class DistributedTrainer(Trainer):
     strategy_lib.validate_progress_timeout(progress_timeout_seconds)
     seeding.validate(random_seed)
     if strategy == 'pipeline':
+      # Only pipelined runs load GPipe's module.
+      from tfx_distillery.components.distributed_trainer import gpipe  # pylint: disable=g-import-not-at-top
       gpipe.validate_stages(stages)
     else:
       for name, value, unset in (('stages', stages, None), ('recompute', recompute, False),

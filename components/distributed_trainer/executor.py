@@ -17,7 +17,6 @@ from tfx.utils import import_utils
 from tfx_distillery.components.common import modules
 from tfx_distillery.components.common import progress
 from tfx_distillery.components.distributed_trainer import cluster
-from tfx_distillery.components.distributed_trainer import gpipe
 from tfx_distillery.components.distributed_trainer import micro_batches
 from tfx_distillery.components.distributed_trainer import spec as trainer_spec
 from tfx_distillery.components.common import seeding
@@ -49,6 +48,17 @@ def backup_folder(input_dict: Dict[str, List[types.Artifact]],
   model_run_uri = artifact_utils.get_single_uri(
       output_dict[standard_component_specs.MODEL_RUN_KEY])
   return os.path.join(os.path.dirname(model_run_uri.rstrip('/')), f'backup-{fingerprint}')
+
+
+def plan_path(output_dict: Dict[str, List[types.Artifact]],
+              exec_properties: Dict[str, Any]) -> str:
+  """Where strategy 'pipeline' writes its stage plan (in model_run); '' for the others."""
+  if exec_properties[trainer_spec.STRATEGY_KEY] != 'pipeline':
+    return ''
+  # Only pipelined runs load GPipe's module.
+  from tfx_distillery.components.distributed_trainer import gpipe  # pylint: disable=g-import-not-at-top
+  return os.path.join(artifact_utils.get_single_uri(
+      output_dict[standard_component_specs.MODEL_RUN_KEY]), gpipe.PLAN_FILE_NAME)
 
 
 @contextlib.contextmanager
@@ -96,9 +106,7 @@ class Executor(trainer_executor.GenericExecutor):
         stages=int(exec_properties.get(trainer_spec.STAGES_KEY) or 0),
         recompute=bool(exec_properties.get(trainer_spec.RECOMPUTE_KEY)),
         logical_devices=bool(exec_properties.get(trainer_spec.LOGICAL_DEVICES_KEY)),
-        plan_path=os.path.join(artifact_utils.get_single_uri(
-            output_dict[standard_component_specs.MODEL_RUN_KEY]), gpipe.PLAN_FILE_NAME)
-        if exec_properties[trainer_spec.STRATEGY_KEY] == 'pipeline' else '',
+        plan_path=plan_path(output_dict, exec_properties),
         random_seed=random_seed, deterministic=deterministic)
     # A user's run_fn, which may import nothing of ours, gets the same short first step.
     tracing.trace_keras_as_written()
