@@ -131,6 +131,31 @@ def crossover_rows(points: Sequence[tuple]) -> Optional[int]:
   return None
 
 
+def flink_targets(runs: List[dict], rows: int, direct: Dict[int, float]) -> List[dict]:
+  """flink-2's rows at `rows`: its largest process's peak memory against the limit, and its
+  Beam stages' seconds over DirectRunner's (`direct`: rows to the seconds of a run that
+  passed). A failed run has shown neither that it fits nor how long the work takes: its
+  memory target is missed, and its ratio is not computed."""
+  targets = []
+  for entry in runs:
+    if entry['engine'] != 'flink-2' or entry['rows'] != rows:
+      continue
+    peak = max(entry['peak_memory_bytes'].values() or [0])
+    passed = entry['exit_status'] == 0
+    targets.append({'figure': f'flink-2 at {rows:,} rows: the largest process\'s peak resident '
+                              'memory (bytes)',
+                    'target': f'<= {MEMORY_LIMIT_BYTES}', 'value': peak,
+                    'met': passed and peak <= MEMORY_LIMIT_BYTES})
+    if rows in direct:
+      ratio = round(entry['beam_stages_s'] / direct[rows], 2) if passed else None
+      targets.append({'figure': f'flink-2 at {rows:,} rows: Beam stages\' seconds over '
+                                'DirectRunner\'s in this process' + (
+                                    '' if passed else f' (not computed: flink-2 exited with '
+                                    f'status {entry["exit_status"]})'),
+                      'target': None, 'met': None, 'value': ratio})
+  return targets
+
+
 def pushed_digest(home: str) -> Optional[str]:
   """SHA-256 over the pushed folder's files but its transform graph, whose saved graph
   embeds the analyzers' floats as each engine summed them; None when nothing was pushed."""
@@ -213,20 +238,7 @@ def measure(engines: Sequence[str], repeats_list: Sequence[int], work_dir: str) 
               if entry['engine'] == engine and entry['rows'] in direct
               and entry['exit_status'] == 0]
     crossovers[engine] = crossover_rows(points) if points else None
-  targets = []
-  for entry in runs:
-    if entry['engine'] == 'flink-2' and entry['rows'] == base_rows * max(repeats_list):
-      peak = max(entry['peak_memory_bytes'].values() or [0])
-      targets.append({'figure': f'flink-2 at {entry["rows"]:,} rows: the largest process\'s '
-                                'peak resident memory (bytes)',
-                      'target': f'<= {MEMORY_LIMIT_BYTES}', 'value': peak,
-                      # A run that failed has not shown that it fits.
-                      'met': entry['exit_status'] == 0 and peak <= MEMORY_LIMIT_BYTES})
-      if entry['rows'] in direct:
-        targets.append({'figure': f'flink-2 at {entry["rows"]:,} rows: Beam stages\' seconds '
-                                  'over DirectRunner\'s in this process',
-                        'target': None, 'met': None,
-                        'value': round(entry['beam_stages_s'] / direct[entry['rows']], 2)})
+  targets = flink_targets(runs, base_rows * max(repeats_list), direct)
   digests = {entry['engine']: entry['pushed'] for entry in runs
              if entry['rows'] == base_rows * min(repeats_list)}
   table = results.table(

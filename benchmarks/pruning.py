@@ -107,7 +107,9 @@ def run_chain(command, home: str, environment=None, cwd=None,
   try:
     completed = subprocess.run(
         command, capture_output=True, text=True, check=False, cwd=cwd, timeout=timeout_s,
-        env={**(environment or os.environ), 'DISTILLERY_HOME': home})
+        env={**(environment or os.environ), 'DISTILLERY_HOME': home},
+        # A benchmark stopped by hand takes its chain with it.
+        preexec_fn=common.die_with_parent)
   except subprocess.TimeoutExpired:
     completed = subprocess.CompletedProcess(command, 124, '',
                                             f'timed out after {timeout_s} s')

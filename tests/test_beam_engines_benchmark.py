@@ -37,3 +37,19 @@ def test_a_failed_runs_console_tail_names_no_path_of_this_machine(tmp_path):
   recorded = beam_engines.recordable(text, str(tmp_path))
   assert recorded == ('$REPOSITORY/.venv/lib/python3.10/site-packages/apache_beam/x.py\n'
                       'error: $WORK_DIR/home-x100-flink-1/runs failed\n')
+
+
+def test_a_failed_flink_run_misses_its_memory_target_and_gets_no_ratio():
+  def run(status):
+    return {'engine': 'flink-2', 'rows': 1000, 'exit_status': status, 'beam_stages_s': 30.0,
+            'peak_memory_bytes': {'flink taskmanager 0': 2**30}}
+
+  passed = beam_engines.flink_targets([run(0)], 1000, {1000: 20.0})
+  assert [target['met'] for target in passed] == [True, None]
+  assert passed[1]['value'] == 1.5
+  failed = beam_engines.flink_targets([run(1)], 1000, {1000: 20.0})
+  assert failed[0]['met'] is False
+  assert failed[1]['value'] is None and 'not computed: flink-2 exited with status 1' in (
+      failed[1]['figure'])
+  # No DirectRunner run that passed at those rows: nothing to compare with.
+  assert len(beam_engines.flink_targets([run(0)], 1000, {})) == 1

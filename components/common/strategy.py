@@ -205,7 +205,7 @@ def strategy_for(fn_args=None):
   # which MultiWorkerMirroredStrategy can no longer configure its collectives.
   gpus = tf.config.list_physical_devices('GPU')
   if current.strategy == 'pipeline':
-    # The stages place their own ops (gpipe.py); variables stay where Keras makes them.
+    # The stages place their own variables and ops on their devices (gpipe.py).
     strategy = tf.distribute.get_strategy()
   elif current.strategy == 'one_device':
     strategy = tf.distribute.OneDeviceStrategy('/gpu:0' if gpus else '/cpu:0')

@@ -665,10 +665,13 @@ class Distillation:
                         self.num_classes)
 
   def train_student(self, temperature: float, alpha: float, name: str,
-                    record_dataset_fn=None, epochs: Optional[int] = None) -> tf_keras.Model:
+                    record_dataset_fn=None, epochs: Optional[int] = None,
+                    start_from: Optional[tf_keras.Model] = None) -> tf_keras.Model:
     """Trains one student (or one per teacher, ensembled) and returns the exportable model.
 
-    `epochs` of the run's steps each (default: the run's epochs).
+    `epochs` of the run's steps each (default: the run's epochs). With `start_from` (a
+    model this method returned), training starts from its weights, with a fresh optimizer
+    (a warm restart), and `start_from` itself is left as it was.
     """
     groups = [self.teachers]
     if self.settings.multi_teacher_mode == 'many_on_many' and len(self.teachers) > 1:
@@ -680,6 +683,11 @@ class Distillation:
         student = self.build_student(self.run.tf_transform_output, self.hyperparameters)
         if len(groups) > 1:  # Layer names must be unique inside the ensemble.
           student._name = f'{student.name}_{position}'  # pylint: disable=protected-access
+        if start_from is not None:
+          # The same builder made both: the same layers in the same order.
+          trained = start_from if len(groups) == 1 else [
+              layer for layer in start_from.layers if isinstance(layer, tf_keras.Model)][position]
+          student.set_weights(trained.get_weights())
         distillation = DistillationModel(student, group, temperature, alpha,
                                          self.settings.teacher_weights if len(groups) == 1
                                          else None, self.settings.mixup, self.settings.noise,
@@ -787,16 +795,18 @@ class Distillation:
     student_correct = measuring.correct_predictions(self.scorer(student), eval_set)
     if not settings.student_parameter_shares:
       # A fixed student has no larger share to climb to: short of the budget with the
-      # gate's margin, it trains once more on twice the steps, and the likelier to pass
-      # goes on (a tie to the first).
+      # gate's margin, it trains on from its weights for as many steps again (twice the
+      # steps in all, at the cost of one more run of them, with a fresh optimizer so that
+      # a decayed learning rate starts again), and the likelier to pass goes on (a tie to
+      # the first).
       first = self.gate_figures(student_correct)
       if not measuring.within_budget_with_margin(first, settings.max_accuracy_drop):
         student_epochs = 2 * self.run.epochs
         self.logger.info(
             'Distiller: the student is %+.4f below the teacher on eval, with the gate\'s '
-            'margin %.4f past max_accuracy_drop %g: training it again on twice the steps',
+            'margin %.4f past max_accuracy_drop %g: training it on for as many steps again',
             first['drop'], first['margin'], settings.max_accuracy_drop)
-        again = self.train_student(temperature, alpha, 'student-longer', epochs=student_epochs)
+        again = self.train_student(temperature, alpha, 'student-longer', start_from=student)
         again_correct = measuring.correct_predictions(self.scorer(again), eval_set)
         second = self.gate_figures(again_correct)
         longer = {'first': first, 'longer': second, 'epochs': student_epochs,

@@ -5,11 +5,15 @@ on device s and splits every batch into M micro-batches, so that stage s works o
 micro-batch m while stage s + 1 works on micro-batch m - 1. Gradients are accumulated over
 the micro-batches and applied once, so S and M do not change the model.
 
-Here one `tf.function` (Keras' train function) holds every (stage, micro-batch) pair, each
-stage's ops placed on its device. TensorFlow's executor runs an op as soon as its inputs
-are ready, so the pairs overlap with no scheduler of ours. The backward pass is one
-`GradientTape.gradient` over the micro-batches' weighted losses: its pairs overlap the
-same way, and the gradient of a variable used by M micro-batches is their sum.
+Here one `tf.function` (Keras' train function) holds every (stage, micro-batch) pair.
+Each stage owns its device: its variables are made there before the first step (so the
+optimizer's slots, made beside them, are there too), and its forward ops, its backward
+ops and the sum of its gradients over the micro-batches are placed there. The backward
+pass runs stage by stage, each stage's own `GradientTape` from the gradient of what it
+handed on, so that no backward op waits on a device that holds none of its inputs.
+TensorFlow's executor runs an op as soon as its inputs are ready, so the (stage,
+micro-batch) pairs overlap, forward and backward, with no scheduler of ours; the
+gradient of a variable used by M micro-batches is their sum.
 
 Where the model may be cut: after a layer where one tensor alone carries everything the
 rest of the model reads (a chain's every layer; in a functional model, not inside a
@@ -33,6 +37,8 @@ PLAN_PATH_VARIABLE = 'DISTILLERY_PIPELINE_PLAN'
 PLAN_FILE_NAME = 'pipeline_plan.json'
 # Batches the partitioner times each unit on, after one untimed call (tracing, warm-up).
 MEASURED_BATCHES = 3
+# The name scope of stage s's sum of gradients over the micro-batches: SUM_SCOPE + s.
+SUM_SCOPE = 'pipeline_stage_gradient_sum_'
 
 
 def validate_stages(stages) -> None:
@@ -73,6 +79,7 @@ class Unit:
   crossing_id: Optional[str] = None
   seconds: float = 0.0
   activation_bytes: int = 0
+  weight_bytes: int = 0
 
 
 def units_of(model) -> List[Unit]:
@@ -113,12 +120,19 @@ def units_of(model) -> List[Unit]:
     pieces.append((current, None))
   return [Unit(nodes=piece, layer_names=[node.layer.name for node in piece if not node.is_input],
                parameters=sum(_parameters(node.layer) for node in piece if not node.is_input),
+               weight_bytes=sum(_weight_bytes(node.layer) for node in piece
+                                if not node.is_input),
                crossing_id=crossing)
           for piece, crossing in pieces]
 
 
 def _parameters(layer) -> int:
   return int(sum(int(variable.shape.num_elements() or 0) for variable in layer.weights))
+
+
+def _weight_bytes(layer) -> int:
+  return int(sum(int(variable.shape.num_elements() or 0) * variable.dtype.size
+                 for variable in layer.weights))
 
 
 def first_crossing_layer(model, after_units: List[Unit]) -> str:
@@ -184,9 +198,12 @@ class Stage:
     return outputs[0] if len(outputs) == 1 else outputs
 
   @property
+  def layers(self):
+    return [node.layer for node in self.nodes if not node.is_input]
+
+  @property
   def variables(self):
-    return [variable for node in self.nodes if not node.is_input
-            for variable in node.layer.trainable_weights]
+    return [variable for layer in self.layers for variable in layer.trainable_weights]
 
 
 def stage_functions(model, units: List[Unit], boundaries: List[int]) -> List[Stage]:
@@ -344,6 +361,7 @@ def make_plan(model, stages: int, micro_batches: int, devices: List[str],
         'stage': index, 'device': devices[index],
         'layers': [name for unit in members for name in unit.layer_names],
         'parameters': sum(unit.parameters for unit in members),
+        'weight_bytes': sum(unit.weight_bytes for unit in members),
         'seconds': sum(unit.seconds for unit in members),
         'activation_bytes': sum(unit.activation_bytes for unit in members)})
     start = end
@@ -390,12 +408,96 @@ def split_into_logical_devices(stages: int) -> None:
       cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(stages)])
 
 
+# ----------------------------------------------------------------------------- placement
+
+
+def _copy_on(variable, device: str):
+  """A new variable on `device` with `variable`'s value, name, dtype and aggregation.
+
+  A mixed-precision model's AutoCastVariable is copied as one.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_keras.src.mixed_precision import autocast_variable  # pylint: disable=g-import-not-at-top
+  if isinstance(variable, autocast_variable.AutoCastVariable):
+    return autocast_variable.create_autocast_variable(
+        _copy_on(variable._variable, device))  # pylint: disable=protected-access
+  with tf.init_scope(), tf.device(device):
+    return tf.Variable(variable.read_value(), name=variable.name.split(':')[0],
+                       trainable=variable.trainable, dtype=variable.dtype,
+                       shape=variable.shape, synchronization=variable.synchronization,
+                       aggregation=variable.aggregation)
+
+
+def place_weights(stage_list: List[Stage], devices: List[str]) -> int:
+  """Makes each stage's weights anew on its device, values and order kept.
+
+  Keras made them on the default device when the model was built; left there, every
+  stage would read its weights from that device at every micro-batch, and the optimizer
+  would keep their slots there too. Each layer (and each layer inside it) gets its
+  variables replaced where they are held: the attribute, and the same place in its
+  weight lists, so that `get_weights`, saving and checkpoints see the model as it was.
+
+  Returns:
+    How many variables moved.
+  """
+  moved = 0
+  for stage, device in zip(stage_list, devices):
+    for layer in stage.layers:
+      for owner in layer._flatten_layers(include_self=True, recursive=True):  # pylint: disable=protected-access
+        for list_name in ('_trainable_weights', '_non_trainable_weights'):
+          weights = owner.__dict__.get(list_name)
+          if not weights:
+            continue
+          for index, old in enumerate(list(weights)):
+            if _on_device(old, device):
+              continue
+            new = _copy_on(old, device)
+            for attribute, value in list(vars(owner).items()):
+              if value is old:
+                setattr(owner, attribute, new)  # Keras tracks it under that name.
+            # Keras' attribute tracking may have appended it: keep the list's order.
+            for position in range(len(weights) - 1, -1, -1):
+              if weights[position] is new or weights[position] is old:
+                del weights[position]
+            weights.insert(index, new)
+            moved += 1
+  return moved
+
+
+def _on_device(variable, device: str) -> bool:
+  """Whether `variable` is on `device` (by type and index: job and task may be named)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  held, wanted = tf.DeviceSpec.from_string(variable.device), tf.DeviceSpec.from_string(device)
+  return (bool(variable.device) and (held.device_type or '').upper() == (
+      wanted.device_type or '').upper() and held.device_index == wanted.device_index)
+
+
+def weights_held_elsewhere(model, optimizer) -> Optional[str]:
+  """Why the weights cannot move now (the optimizer holds slots for them), or None."""
+  # Keras' optimizer marks itself built when it makes its slots; the legacy one keeps them
+  # in `_slots`.
+  if getattr(optimizer, '_built', False) or getattr(optimizer, '_slots', None):
+    return (f'the optimizer of model {model.name!r} already holds slots for its weights '
+            '(it trained before this fit)')
+  return None
+
+
 # ----------------------------------------------------------------------------- the step
 
 
 def pipelined_train_step(model, data, stage_list: List[Stage], devices: List[str],
                          micro_batches: int, recompute: bool):
-  """One GPipe step: every (stage, micro-batch) pair in this function, one update."""
+  """One GPipe step: every (stage, micro-batch) pair in this function, one update.
+
+  Forward, micro-batch by micro-batch: each stage on its device, under a tape of its own.
+  The loss (on the last stage's device) gives the gradient of what the last stage handed
+  on; then, stage by stage backwards, each stage's tape turns the gradient of its outputs
+  into those of its inputs (handed to the stage before) and of its variables, summed over
+  the micro-batches on its device. With `recompute`, a stage keeps only its inputs and
+  runs its forward pass again in its backward one (`tf.recompute_grad`), on its device.
+  A loss term read from the weights themselves (a kernel regularizer) adds its gradient,
+  computed with the loss, on the weight's device.
+  """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_keras.src.engine import data_adapter  # pylint: disable=g-import-not-at-top
   from tf_keras.src.engine import training  # pylint: disable=g-import-not-at-top
@@ -416,34 +518,78 @@ def pipelined_train_step(model, data, stage_list: List[Stage], devices: List[str
   scales_loss = hasattr(optimizer, 'get_scaled_loss') and hasattr(
       optimizer, 'get_unscaled_gradients')
   variables = model.trainable_variables
-  with tf.GradientTape() as tape:
-    total = []
-    for start, size in micro.micro_batch_bounds(batch_size, micro_batches):
-      micro_x = micro._slice(x, start, size)  # pylint: disable=protected-access
-      micro_y = micro._slice(y, start, size)  # pylint: disable=protected-access
-      micro_weight = micro._slice(sample_weight, start, size)  # pylint: disable=protected-access
-      values = model_input_values(model, micro_x)
-      tensors = [values[tensor_id] for tensor_id in stage_list[0].input_ids]
-      for function, device in zip(functions, devices):
-        with tf.device(device):
-          tensors = function(*tensors)
-        tensors = tensors if isinstance(tensors, list) else [tensors]
-      prediction = tf.nest.pack_sequence_as(model._nested_outputs, tensors)  # pylint: disable=protected-access
-      with tf.device(devices[-1]):
-        loss = model.compute_loss(micro_x, micro_y, prediction, micro_weight)
-      total.append(loss * tf.cast(tf.cast(size, tf.float32) / whole, loss.dtype))
-      if keras_metrics:
-        model.compiled_metrics.update_state(micro_y, prediction, micro_weight)
-      else:
-        model.compute_metrics(micro_x, micro_y, prediction, micro_weight)
-    loss = tf.add_n(total)
-    scaled = optimizer.get_scaled_loss(loss) if scales_loss else loss
-  gradients = tape.gradient(scaled, variables)
+  # Each variable's stage, by identity: its gradient is summed on that stage's device.
+  stage_of = {id(variable): index for index, stage in enumerate(stage_list)
+              for variable in stage.variables}
+  sums: List[Any] = [None] * len(variables)
+
+  def add(position, gradient, stage):
+    # On the stage's device, named for it: the sum over micro-batches is the stage's own.
+    if gradient is None:
+      return
+    with tf.device(devices[stage]), tf.name_scope(f'{SUM_SCOPE}{stage}'):
+      sums[position] = gradient if sums[position] is None else sums[position] + gradient
+
+  position_of = {id(variable): position for position, variable in enumerate(variables)}
+  for start, size in micro.micro_batch_bounds(batch_size, micro_batches):
+    micro_x = micro._slice(x, start, size)  # pylint: disable=protected-access
+    micro_y = micro._slice(y, start, size)  # pylint: disable=protected-access
+    micro_weight = micro._slice(sample_weight, start, size)  # pylint: disable=protected-access
+    values = model_input_values(model, micro_x)
+    tensors = [values[tensor_id] for tensor_id in stage_list[0].input_ids]
+    passes = []
+    for index, (function, device) in enumerate(zip(functions, devices)):
+      with tf.device(device), tf.GradientTape() as tape:
+        # The first stage's inputs are the batch: no gradient is wanted for them.
+        watched = [] if index == 0 else [tensor for tensor in tensors
+                                         if _differentiable(tensor)]
+        tape.watch(watched)
+        outputs = function(*tensors)
+      outputs = outputs if isinstance(outputs, list) else [outputs]
+      passes.append((tape, tensors, watched, outputs))
+      tensors = outputs
+    prediction = tf.nest.pack_sequence_as(model._nested_outputs, tensors)  # pylint: disable=protected-access
+    with tf.device(devices[-1]), tf.GradientTape() as loss_tape:
+      loss_tape.watch([tensor for tensor in tensors if _differentiable(tensor)])
+      loss = model.compute_loss(micro_x, micro_y, prediction, micro_weight)
+      weighted = loss * tf.cast(tf.cast(size, tf.float32) / whole, loss.dtype)
+      scaled = optimizer.get_scaled_loss(weighted) if scales_loss else weighted
+    with tf.device(devices[-1]):
+      found = loss_tape.gradient(scaled, list(tensors) + list(variables))
+    upstream = found[:len(tensors)]
+    for variable, gradient in zip(variables, found[len(tensors):]):
+      # A loss term on the weights themselves: its gradient joins on the weight's device.
+      add(position_of[id(variable)], gradient, stage_of.get(id(variable), len(devices) - 1))
+    for index in range(len(stage_list) - 1, -1, -1):
+      tape, inputs, watched, outputs = passes[index]
+      device = devices[index]
+      pairs = [(output, gradient) for output, gradient in zip(outputs, upstream)
+               if gradient is not None]
+      own = stage_list[index].variables
+      with tf.device(device):
+        found = (tape.gradient([output for output, _ in pairs], watched + own,
+                               output_gradients=[gradient for _, gradient in pairs])
+                 if pairs else [None] * (len(watched) + len(own)))
+      for variable, gradient in zip(own, found[len(watched):]):
+        add(position_of[id(variable)], gradient, index)
+      by_input = {id(tensor): gradient for tensor, gradient in zip(watched, found)}
+      upstream = [by_input.get(id(tensor)) for tensor in inputs]
+    if keras_metrics:
+      model.compiled_metrics.update_state(micro_y, prediction, micro_weight)
+    else:
+      model.compute_metrics(micro_x, micro_y, prediction, micro_weight)
+  gradients = sums
   if scales_loss:
     gradients = optimizer.get_unscaled_gradients(gradients)
   optimizer.apply_gradients((gradient, variable) for gradient, variable
                             in zip(gradients, variables) if gradient is not None)
   return model.get_metrics_result()
+
+
+def _differentiable(tensor) -> bool:
+  """Whether a gradient can flow into `tensor` (a dense floating tensor)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return isinstance(tensor, tf.Tensor) and tensor.dtype.is_floating
 
 
 def _first_batches(dataset, count: int) -> list:
@@ -518,11 +664,17 @@ class Pipelining:
       return plan
     plan['recompute'] = self.recompute
     units = units_of(model)
-    model._distillery_stages = (stage_functions(model, units, plan['unit_boundaries']),  # pylint: disable=protected-access
-                                devices)
+    stage_list = stage_functions(model, units, plan['unit_boundaries'])
+    logger = progress.get_logger()
+    # Each stage's weights on its device, before the optimizer makes its slots beside them.
+    held = weights_held_elsewhere(model, model.optimizer)
+    if held:
+      logger.warning("WARNING: %s: strategy='pipeline' leaves the weights where they are: %s; "
+                     'each stage reads them from there.', model.name, held)
+    plan['placed_variables'] = 0 if held else place_weights(stage_list, devices)
+    model._distillery_stages = (stage_list, devices)  # pylint: disable=protected-access
     model.train_function = None  # Traced again with the stages.
     self.plans.append(plan)
-    logger = progress.get_logger()
     logger.info("%s: strategy='pipeline', %d stages x %d micro-batches (predicted bubble "
                 'share %.2f)%s.', model.name, self.stages, self.micro_batches,
                 plan['predicted_bubble_share'], ', recomputing activations' if self.recompute

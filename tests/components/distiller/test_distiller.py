@@ -174,6 +174,42 @@ def test_a_twins_lead_within_noise_is_a_tie_and_the_distilled_student_goes_on(
   assert 'no win beyond noise' in metrics['hand_on_reason']
 
 
+def test_a_fixed_student_short_of_the_budget_trains_on_from_its_weights_and_the_likelier_goes_on(
+    data, teacher, tmp_path, monkeypatch):
+  # The first student answers as if 8 examples short of the teacher (0.04 of 200 eval rows,
+  # past a 0.01 budget); trained on, it matches the teacher, so that one goes on.
+  def answers(student_name, correct, _, teacher_correct):
+    if student_name != 'student':
+      return teacher_correct
+    short = teacher_correct.copy()
+    short[np.flatnonzero(short)[:8]] = False
+    return short
+
+  set_answers(monkeypatch, answers)
+  calls, snapshots = {}, {}
+  original = training.Distillation.train_student
+
+  def train_student(self, temperature, alpha, name, *args, **kwargs):
+    calls[name] = kwargs
+    model = original(self, temperature, alpha, name, *args, **kwargs)
+    snapshots[name] = (model, [weights.copy() for weights in model.get_weights()])
+    return model
+
+  monkeypatch.setattr(training.Distillation, 'train_student', train_student)
+  _, metrics = run_distiller(data, [teacher], str(tmp_path), train_steps=8, hand_on='distilled',
+                             max_accuracy_drop=0.01)
+  longer = metrics['trained_longer']
+  assert longer['first']['drop'] + longer['first']['margin'] > 0.01
+  assert longer['kept'] == 'longer' and longer['longer']['drop'] <= 0.0
+  # Twice the steps in all: it went on from the first student's weights, which stayed as
+  # they were, for the run's epochs again.
+  first, first_weights = snapshots['student']
+  assert calls['student-longer'].get('start_from') is first
+  assert 'epochs' not in calls['student-longer']
+  assert all(np.array_equal(now, then) for now, then in zip(first.get_weights(), first_weights))
+  assert longer['epochs'] == 2 * 2  # run_distiller's custom_config trains 2 epochs.
+
+
 def test_hand_on_distilled_keeps_the_distilled_student_and_a_good_teacher_is_not_named(
     data, teacher, tmp_path):
   _, metrics = run_distiller(data, [teacher], str(tmp_path), hand_on='distilled')

@@ -5,11 +5,15 @@ Usage: python pipeline_equality.py [S,M ...]
 For each (stages, micro-batches) pair, with and without recomputation where asked
 (`S,M,r`), prints one JSON line: the one-step gradients' largest difference relative to the
 single-device run's largest gradient, the weights' largest difference after `STEPS` SGD
-steps, and the devices the stages ran on. The model is a chain with no BatchNormalization.
+steps, the devices the stages ran on, and where each stage's state and work were placed
+after a step with Adam (which keeps two slots per weight): each variable's device, each
+slot's, and the requested device of every op of the traced step under a stage's layer,
+forward and backward. The model is a chain with no BatchNormalization.
 """
 
 import json
 import os
+import re
 import sys
 
 os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
@@ -64,6 +68,70 @@ def main(pairs) -> int:
       plans = pipelining.plans
     return run.get_weights(), plans
 
+  def placement(stages, micro_batches, recompute):
+    """Where a stage's variables, slots and ops are after one Adam step: what is elsewhere."""
+    def same(first, second):
+      # A requested device may name the job and task; the device's type and index decide.
+      first, second = tf.DeviceSpec.from_string(first), tf.DeviceSpec.from_string(second)
+      return (first.device_type, first.device_index) == (second.device_type,
+                                                          second.device_index)
+
+    with gpipe.Pipelining(stages, micro_batches, recompute):
+      run = model()
+      run.compile(tf_keras.optimizers.Adam(0.01),
+                  tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+      run.fit(dataset(), steps_per_epoch=1, verbose=0)
+    stage_list, devices = run._distillery_stages  # pylint: disable=protected-access
+    optimizer = run.optimizer
+    variables_elsewhere, slots_elsewhere, slots = [], [], 0
+    # A stage's layers' name scopes, and the scope of its gradients' sum, to its device.
+    stage_of_layer = {f'{gpipe.SUM_SCOPE}{index}': device
+                      for index, device in enumerate(devices)}
+    for stage, device in zip(stage_list, devices):
+      for layer in stage.layers:
+        stage_of_layer[layer.name] = device
+        for variable in layer.weights:
+          if not same(variable.device, device):
+            variables_elsewhere.append(f'{variable.name} on {variable.device}, not {device}')
+          index = optimizer._index_dict[optimizer._var_key(variable)]  # pylint: disable=protected-access
+          for slot in (optimizer._momentums[index], optimizer._velocities[index]):  # pylint: disable=protected-access
+            slots += 1
+            if not same(slot.device, device):
+              slots_elsewhere.append(f'{slot.name} on {slot.device}, not {device}')
+    graph = run.train_function._list_all_concrete_functions()[0].graph  # pylint: disable=protected-access
+    # A variable's handle comes into the step as a captured placeholder, and an op that
+    # reads or writes it (ReadVariableOp) is run where the variable is, whatever it asked.
+    held_on = {internal.op.name: external.device for external, internal in graph.captures}
+
+    def device_of(operation):
+      if operation.name in held_on:
+        return held_on[operation.name]
+      handles = [tensor.op.name for tensor in operation.inputs
+                 if tensor.dtype == tf.resource and tensor.op.name in held_on]
+      return held_on[handles[0]] if handles and not operation.device else operation.device
+
+    ops, backward, sums, ops_elsewhere = 0, 0, 0, []
+    for operation in graph.get_operations():
+      # A scope entered again in the same graph (the next micro-batch) gets '_1', '_2' ...
+      names = [part if part in stage_of_layer else re.sub(r'_\d+$', '', part)
+               for part in operation.name.split('/')]
+      names = [name for name in names if name in stage_of_layer]
+      if not names:
+        continue
+      ops += 1
+      backward += 'gradient' in operation.name
+      sums += gpipe.SUM_SCOPE in operation.name
+      wanted = stage_of_layer[names[0]]
+      if not same(device_of(operation), wanted):
+        ops_elsewhere.append(f'{operation.name} ({operation.type}) on '
+                             f'{device_of(operation)!r}, not {wanted}')
+    return {'variables': sum(len(layer.weights) for stage in stage_list
+                             for layer in stage.layers),
+            'variables_elsewhere': variables_elsewhere, 'slots': slots,
+            'slots_elsewhere': slots_elsewhere, 'ops': ops, 'backward_ops': backward,
+            'gradient_sum_ops': sums,
+            'ops_elsewhere': ops_elsewhere[:10], 'ops_elsewhere_count': len(ops_elsewhere)}
+
   tf_keras.utils.set_random_seed(4)
   start = model().get_weights()
   one_step, _ = trained(start, 1)
@@ -84,7 +152,9 @@ def main(pairs) -> int:
         'weight_max_abs_difference': float(max(
             np.abs(one - other).max() for one, other in zip(run, whole_run))),
         'devices': [stage['device'] for stage in plans[0]['per_stage']],
-        'layers_per_stage': [len(stage['layers']) for stage in plans[0]['per_stage']]}),
+        'layers_per_stage': [len(stage['layers']) for stage in plans[0]['per_stage']],
+        'placed_variables': plans[0].get('placed_variables'),
+        'placement': placement(stages, micro_batches, recompute)}),
           flush=True)
   return 0
 

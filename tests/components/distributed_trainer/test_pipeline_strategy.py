@@ -98,11 +98,31 @@ def test_the_plan_measures_every_unit_and_balances_the_slowest_stage():
   assert [stage['stage'] for stage in plan['per_stage']] == [0, 1]
   assert sum(len(stage['layers']) for stage in plan['per_stage']) == 6
   assert sum(stage['parameters'] for stage in plan['per_stage']) == model.count_params()
+  # float32 weights: 4 bytes a parameter, what each stage holds on its device.
+  assert [stage['weight_bytes'] for stage in plan['per_stage']] == [
+      4 * stage['parameters'] for stage in plan['per_stage']]
   assert all(unit['seconds'] > 0 and unit['activation_bytes'] == 16 * unit_width * 4
              for unit, unit_width in zip(plan['units'], [64] * 5 + [2]))
   assert plan['slowest_stage_seconds'] == pytest.approx(
       max(stage['seconds'] for stage in plan['per_stage']))
   assert plan['predicted_bubble_share'] == pytest.approx(1 / 5)
+
+
+def test_a_model_whose_optimizer_holds_slots_keeps_its_weights_where_they_are(tmp_path):
+  # Trained once before: Adam made its slots for these variables, so new ones on the
+  # stages' devices would leave the slots behind. The run says so and trains as it is.
+  model = tf_keras.Sequential([tf_keras.layers.Dense(4, input_shape=(3,)),
+                               tf_keras.layers.Dense(2)])
+  model.compile(tf_keras.optimizers.Adam(0.01), 'mse')
+  features, targets = np.ones((8, 3), 'float32'), np.zeros((8, 2), 'float32')
+  model.fit(features, targets, batch_size=8, verbose=0)
+  before = [variable.ref() for variable in model.weights]
+  with helpers.ProgressLines() as lines, gpipe.Pipelining(1, 2) as pipelining:
+    model.fit(features, targets, batch_size=8, verbose=0)
+  assert pipelining.plans[0]['placed_variables'] == 0
+  assert [variable.ref() for variable in model.weights] == before
+  assert any("leaves the weights where they are: the optimizer of model" in line
+             for line in lines)
 
 
 def trains_one_devices_weights(pairs):
@@ -119,6 +139,17 @@ def trains_one_devices_weights(pairs):
     # Stage s ran on device s.
     assert result['devices'] == [f'/device:CPU:{index}' for index in range(result['stages'])]
     assert sum(result['layers_per_stage']) == 8
+    # And it owns its state and its work there: each variable, each of Adam's two slots per
+    # variable, and every op of the traced step under its layers or its gradients' sum,
+    # forward and backward (a ReadVariableOp runs where its variable is).
+    placement = result['placement']
+    assert placement['variables'] == 16 and placement['slots'] == 2 * 16, placement
+    assert placement['variables_elsewhere'] == [] and placement['slots_elsewhere'] == []
+    assert placement['backward_ops'] > 0 and placement['gradient_sum_ops'] > 0, placement
+    assert placement['ops_elsewhere_count'] == 0, placement['ops_elsewhere']
+    # The model was built on the default device (the first stage's): every other stage's
+    # variables moved, a kernel and a bias per layer.
+    assert result['placed_variables'] == 2 * (8 - result['layers_per_stage'][0]), result
 
 
 def test_four_stages_of_eight_micro_batches_recomputing_train_one_devices_weights():
