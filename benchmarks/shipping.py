@@ -170,9 +170,14 @@ def record(work_dir: str, entry: dict) -> dict:
   return entry
 
 
-def one_run(run: str, seed: int, work_dir: str, data_dirs: dict) -> dict:
-  """One run in a fresh home: its exit status and what its gate and components wrote."""
-  home = os.path.join(work_dir, f'home-{run}-{seed}')
+def one_run(run: str, seed: Optional[int], work_dir: str, data_dirs: dict,
+            draw: Optional[int] = None) -> dict:
+  """One run in a fresh home: its exit status and what its gate and components wrote.
+
+  An unseeded draw is named by its number: draws run side by side, each in its own home.
+  """
+  home = os.path.join(work_dir, f'home-{run}-{seed}' if seed is not None
+                      else f'home-{run}-draw{draw}')
   if run == 'stock-taxi':
     # The README's block writes under the folder it runs in; run_chain empties the home, so
     # the folder is another one, made fresh here.
@@ -394,8 +399,8 @@ def main() -> None:
     order = [(run, seed) for run in runs if run not in ('demo', 'draws-demo')
              for seed in ([None] * DRAWS[run] if run in DRAWS else seeds)]
     with concurrent.futures.ThreadPoolExecutor(CONCURRENT_RUNS) as pool:
-      futures = [pool.submit(one_run, run, seed, args.work_dir, data_dirs)
-                 for run, seed in order]
+      futures = [pool.submit(one_run, run, seed, args.work_dir, data_dirs, draw)
+                 for draw, (run, seed) in enumerate(order)]
       # Each run is bounded on its own process (RUN_TIMEOUT_S), so each future ends.
       entries += [future.result() for future in futures]
     by_run = {run: [entry for entry in entries if entry['run'] == run] for run in runs}

@@ -157,3 +157,20 @@ def test_each_configuration_has_its_own_default_work_folder(tmp_path):
   given = str(tmp_path / 'mine')
   assert shipping.parse_arguments(['--config', 'draws-demo', '--work-dir', given]
                                   ).work_dir == given
+
+
+def test_unseeded_draws_side_by_side_each_run_in_a_home_of_their_own(tmp_path, monkeypatch):
+  # Two draws at once in one home: the second found the first's metadata in use (exit 2),
+  # and emptied its home as it started.
+  homes = []
+
+  def run_chain(command, home, environment=None, cwd=None, timeout_s=None):
+    del command, environment, cwd, timeout_s
+    homes.append(home)
+    return {'exit_status': 0, 'wall_s': 1.0, 'pipeline_s': None, 'stderr_tail': ''}
+
+  monkeypatch.setattr(shipping.pruning, 'run_chain', run_chain)
+  for draw in range(3):
+    shipping.one_run('draws-digits', None, str(tmp_path), {}, draw)
+  shipping.one_run('digits', 2, str(tmp_path), {})
+  assert len(set(homes)) == 4 and homes[-1].endswith('home-digits-2')
