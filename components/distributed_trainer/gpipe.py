@@ -473,12 +473,21 @@ def _on_device(variable, device: str) -> bool:
 
 
 def weights_held_elsewhere(model, optimizer) -> Optional[str]:
-  """Why the weights cannot move now (the optimizer holds slots for them), or None."""
+  """Why the weights cannot move (slots already made, or a strategy that placed them), or None."""
   # Keras' optimizer marks itself built when it makes its slots; the legacy one keeps them
   # in `_slots`.
   if getattr(optimizer, '_built', False) or getattr(optimizer, '_slots', None):
     return (f'the optimizer of model {model.name!r} already holds slots for its weights '
             '(it trained before this fit)')
+  # A module that builds its model under a tf.distribute strategy of its own (TFX's
+  # penguin module uses MirroredStrategy): that strategy places its variables, and its
+  # optimizer takes no others.
+  strategies = {type(strategy).__name__ for strategy in (
+      getattr(variable, '_distribute_strategy', None) for variable in model.weights)
+                if strategy is not None}
+  if strategies:
+    return (f'model {model.name!r} was built under {", ".join(sorted(strategies))}, which '
+            'places its variables itself')
   return None
 
 

@@ -125,6 +125,25 @@ def test_a_model_whose_optimizer_holds_slots_keeps_its_weights_where_they_are(tm
              for line in lines)
 
 
+def test_a_model_built_under_a_strategy_of_its_own_keeps_its_weights_there():
+  # TFX's penguin module builds its model under MirroredStrategy: that strategy placed the
+  # variables, and its optimizer refuses any made outside it.
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  strategy = tf.distribute.MirroredStrategy(['/cpu:0'])
+  with strategy.scope():
+    model = tf_keras.Sequential([tf_keras.layers.Dense(4, input_shape=(3,)),
+                                 tf_keras.layers.Dense(2)])
+    model.compile(tf_keras.optimizers.Adam(0.01), 'mse')
+  features, targets = np.ones((8, 3), 'float32'), np.zeros((8, 2), 'float32')
+  before = model.get_weights()
+  with helpers.ProgressLines() as lines, gpipe.Pipelining(1, 2) as pipelining:
+    model.fit(features, targets, batch_size=8, verbose=0)
+  assert pipelining.plans[0]['placed_variables'] == 0
+  assert any('was built under MirroredStrategy, which places its variables itself' in line
+             for line in lines)
+  assert any(not np.array_equal(now, then) for now, then in zip(model.get_weights(), before))
+
+
 def trains_one_devices_weights(pairs):
   """Runs pipeline_equality.py on `pairs` (`S,M` or `S,M,r`) on 4 logical CPUs, in a child
   process (logical devices must be made before TensorFlow starts), and checks each."""
