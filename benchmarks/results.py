@@ -63,15 +63,7 @@ def command_for(name: str) -> List[str]:
 # Benchmarks with no result at this commit, and why: their old result went stale and its
 # re-run did not fit the session. docs/benchmarks.md says so in the result's place; a test
 # fails once a pending benchmark has a result again, so the entry goes with its re-run.
-PENDING: Dict[str, str] = {
-    'shipping-draws-demo': '#83\'s draws of `make demo` (20 runs with no seed) have not been '
-                           'measured at this commit: `python -m benchmarks.recorded '
-                           'shipping-draws-demo --save --json`.',
-    'shipping-draws-csv-1x': '#83\'s draws of the taxi-like CSV at 1x (10 runs with no seed) '
-                             'have not been measured at this commit.',
-    'shipping-draws-digits': '#83\'s draws of digits (10 runs with no seed) have not been '
-                             'measured at this commit.',
-}
+PENDING: Dict[str, str] = {}
 
 
 def target(name: str, value: Optional[float], rule: str, met: Optional[bool]) -> Dict[str, Any]:
