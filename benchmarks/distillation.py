@@ -57,8 +57,13 @@ from tfx_distillery.pipelines import datasets
 # Chosen before any run of this benchmark, and never used to choose a default.
 SEEDS = (101, 102, 103, 104, 105)
 FOLDS = 5
-# Hidden units of the digits student (64 -> width -> 10): 0.4%, 1.6% and 6.4% of the teacher.
+# Hidden units of the digits curve's student (64 -> width -> 10): 0.4%, 1.6% and 6.4% of the
+# teacher. The curve trains `digits_student.py`, the network whose width is `hidden_units`:
+# `distillery run --dataset digits` ships a CNN (`digits_cnn_student.py`), which reads
+# `filters` and would ignore the width, so that every row would be one model.
 DIGITS_WIDTHS = (8, 32, 128)
+DIGITS_CURVE_MODULE = datasets.module_file('digits_student')
+DIGITS_CURVE_SETTING = 'hidden_units'
 MAX_PARAM_RATIO = 0.10
 # Folds and seeds are independent, so they run this many at a time, each in a worker
 # process: this benchmark's figures are accuracies, which do not depend on the load (the
@@ -139,14 +144,18 @@ def hyperparameters_artifact(output_dir: str, values: dict):
 
 def distill(inputs: dict, teacher_uri: str, dataset, budget: dict, output_dir: str,
             seed: int, settings: training.DistillationSettings,
-            hyperparameters: dict = None) -> dict:
-  """Runs the Distiller executor once; returns its metrics and the student's folder."""
+            hyperparameters: dict = None, module_file: Optional[str] = None) -> dict:
+  """Runs the Distiller executor once; returns its metrics and the student's folder.
+
+  The student is `module_file`'s (default: the dataset's own student module).
+  """
   teacher = standard_artifacts.Model()
   teacher.uri = teacher_uri
   model = common.artifact(standard_artifacts.Model, os.path.join(output_dir, 'model'))
   model_run = common.artifact(standard_artifacts.ModelRun, os.path.join(output_dir, 'model_run'))
   metrics = common.artifact(artifacts.ModelMetrics, os.path.join(output_dir, 'metrics'))
-  properties = _properties(dataset.student_module_file, budget['student_steps'], budget,
+  properties = _properties(module_file or dataset.student_module_file, budget['student_steps'],
+                           budget,
                            dataset.label_column, seed,
                            learning_rate=budget['student_learning_rate'])
   properties[distiller_spec.DISTILLATION_KEY] = settings.to_json()
@@ -173,7 +182,7 @@ def student_settings() -> dict:
 
 
 def students(inputs, teacher_uri, dataset, budget, output_dir, seed, test_set,
-             hyperparameters=None, names=STUDENTS) -> dict:
+             hyperparameters=None, names=STUDENTS, module_file=None) -> dict:
   """Ours, the from-scratch twin and the keras.io recipe (or those `names`), on `test`."""
   figures = {}
   for name, settings in student_settings().items():
@@ -181,7 +190,7 @@ def students(inputs, teacher_uri, dataset, budget, output_dir, seed, test_set,
       continue
     run = distill(inputs, teacher_uri, dataset, budget,
                   os.path.join(output_dir, f'{name}-{seed}-{time.time_ns()}'), seed, settings,
-                  hyperparameters)
+                  hyperparameters, module_file)
     measured = measuring.measure(run['model_dir'], test_set, latency_runs=1)
     figures[name] = measured['accuracy']
     figures['student_params'] = run['student_parameters']
@@ -299,8 +308,14 @@ def digits_fold(work_dir: str, dataset, fold: int, root: str, seed: int) -> dict
                               latency_runs=1)
   widths = {width: students(inputs, teacher_uri, dataset, budget,
                             os.path.join(fold_dir, f'width{width}'), seed, test_set,
-                            {'hidden_units': width})
+                            {DIGITS_CURVE_SETTING: width}, module_file=DIGITS_CURVE_MODULE)
             for width in DIGITS_WIDTHS}
+  # Stop at the first fold, not after the whole benchmark, if the width changed nothing.
+  parameters = {width: figures['student_params'] for width, figures in widths.items()}
+  if len(set(parameters.values())) < len(parameters):
+    raise RuntimeError(f'digits curve: {DIGITS_CURVE_SETTING} {parameters} (width: student '
+                       f'parameters) gave equal models; {DIGITS_CURVE_MODULE} does not read '
+                       f'{DIGITS_CURVE_SETTING!r}')
   return {'seed': seed, 'test_examples': test_set.size,
           'teacher': teacher['accuracy'], 'majority': teacher['majority_accuracy'],
           'teacher_curve': teacher_curve(teacher_uri), 'widths': widths}
@@ -376,7 +391,8 @@ def describe(taxi: dict, digits: dict, seeds) -> dict:
         f'digits: gap_closed of the {smallest["hidden_units"]}-unit student '
         f'({smallest["param_ratio"]:.1%} of the teacher; a gap of {smallest["gap_examples"]} '
         'examples), folds; the target is MNIST-1D\'s', [value for _, value in closed],
-        [fold for fold, _ in closed], None))
+        [fold for fold, _ in closed], None, out_of=len(folds),
+        left_out_because='the teacher was not ahead of scratch'))
 
     def differences(point, other):
       return [mine - theirs for mine, theirs in zip(point['distilled_per_fold'],
@@ -409,7 +425,8 @@ def describe(taxi: dict, digits: dict, seeds) -> dict:
           _closed(point['distilled_gap_closed'], point['distilled_gap_closed_std']),
           ', '.join(f'{d - s:+.4f}' for d, s in zip(point['distilled_per_fold'],
                                                      point['scratch_per_fold']))]
-         for point in digits['curve']]))
+         for point in digits['curve']],
+        curve={'setting': 'hidden units', 'parameters': 'parameters'}))
   if taxi:
     taxi_seeds = taxi['seeds']
 

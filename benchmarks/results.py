@@ -73,7 +73,8 @@ def target(name: str, value: Optional[float], rule: str, met: Optional[bool]) ->
 
 def over_seeds(name: str, values: List[float], seeds: List[Any],
                target_value: Optional[float], higher_is_better: bool = True,
-               rule: Optional[str] = None) -> Dict[str, Any]:
+               rule: Optional[str] = None, out_of: Optional[int] = None,
+               left_out_because: str = 'no value') -> Dict[str, Any]:
   """A target row decided on the mean over seeds, with the standard deviation beside it.
 
   Args:
@@ -83,6 +84,9 @@ def over_seeds(name: str, values: List[float], seeds: List[Any],
     target_value: The bound the mean must reach; None for a figure without a target.
     higher_is_better: Met when mean >= target_value; else when mean <= target_value.
     rule: The target as written (default `>= target_value` or `<= target_value`).
+    out_of: The seeds (or folds) the label's measurement ran on, when `values` keeps only some
+      of them: the name then says how many of how many the mean rests on.
+    left_out_because: Why the others have no value (with `out_of`).
 
   Returns:
     A `target` row whose `value` is the mean, with `std` (sample standard deviation, 0 for
@@ -91,7 +95,14 @@ def over_seeds(name: str, values: List[float], seeds: List[Any],
   """
   mean = statistics.mean(values)
   std = statistics.stdev(values) if len(values) > 1 else 0.0
-  name = f'{name}, mean of {len(values)} ({", ".join(str(seed) for seed in seeds)})'
+  if len(values) != len(seeds) or not values:
+    raise ValueError(f'{name}: {len(values)} values for {len(seeds)} seeds; one value per seed')
+  counted = (f'{len(values)} of {out_of}' if out_of is not None and len(values) < out_of
+             else f'{len(values)}')
+  listed = ', '.join(str(seed) for seed in seeds)
+  if out_of is not None and len(values) < out_of:
+    listed += f'; the other {out_of - len(values)}: {left_out_because}'
+  name = f'{name}, mean of {counted} ({listed})'
   if target_value is None:
     row = target(name, mean, rule, None)
   else:
@@ -103,9 +114,56 @@ def over_seeds(name: str, values: List[float], seeds: List[Any],
   return row
 
 
-def table(title: str, columns: List[str], rows: List[List[Any]]) -> Dict[str, Any]:
-  """A detail table of a benchmark's result."""
-  return {'title': title, 'columns': columns, 'rows': rows}
+def table(title: str, columns: List[str], rows: List[List[Any]],
+          curve: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+  """A detail table of a benchmark's result.
+
+  Args:
+    title: The table's title.
+    columns: Its column names.
+    rows: Its rows, one value per column.
+    curve: For a table whose rows vary one setting of a model, {'setting': the column of
+      that setting, 'parameters': the column of the model's parameter count}. Rendering
+      then refuses rows of different settings with the same parameter count or the same
+      measurements (`curve_problems`): they would be one model under several labels.
+  """
+  made = {'title': title, 'columns': columns, 'rows': rows}
+  if curve is not None:
+    missing = [column for column in (curve.get('setting'), curve.get('parameters'))
+               if column not in columns]
+    if missing:
+      raise ValueError(f'table {title!r}: curve columns {missing} are not among {columns}')
+    made['curve'] = {'setting': curve['setting'], 'parameters': curve['parameters']}
+  return made
+
+
+def curve_problems(detail: Dict[str, Any]) -> List[str]:
+  """What makes a curve table claim more than it measured, one line per pair of rows.
+
+  Two rows of different settings must differ in parameter count, and in at least one
+  measured cell (every column but the setting and the parameters): otherwise the setting
+  did not reach the model.
+  """
+  curve = detail.get('curve')
+  if not curve:
+    return []
+  columns = detail['columns']
+  setting = columns.index(curve['setting'])
+  parameters = columns.index(curve['parameters'])
+  measured = [index for index in range(len(columns)) if index not in (setting, parameters)]
+  problems = []
+  rows = detail['rows']
+  for first in range(len(rows)):
+    for second in range(first + 1, len(rows)):
+      one, other = rows[first], rows[second]
+      if one[setting] == other[setting]:
+        continue
+      names = (f'{curve["setting"]} {one[setting]} and {other[setting]}')
+      if one[parameters] == other[parameters]:
+        problems.append(f'{names}: the same {curve["parameters"]} ({one[parameters]})')
+      if measured and all(one[index] == other[index] for index in measured):
+        problems.append(f'{names}: the same measurements in every column')
+  return problems
 
 
 def _git(*arguments: str) -> str:
@@ -478,6 +536,10 @@ def render(records: List[Dict[str, Any]], repository: str = REPOSITORY) -> str:
            for row in result['targets']])
       lines.append('')
     for detail in result.get('tables', []):
+      problems = curve_problems(detail)
+      if problems:
+        raise ValueError(f"{record['benchmark']}: the curve {detail['title']!r} claims "
+                         f"settings it did not measure: {'; '.join(problems)}")
       lines += [f"**{detail['title']}**", '']
       lines += _markdown_table(detail['columns'], detail['rows'])
       lines.append('')

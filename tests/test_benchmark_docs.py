@@ -304,6 +304,48 @@ def test_a_figure_over_seeds_is_decided_on_its_mean_and_says_when_within_noise()
   assert '| **missed** |' in text
 
 
+def test_a_figure_from_fewer_folds_than_its_label_says_names_the_real_count():
+  row = results.over_seeds('gap_closed, folds', [0.75], ['fold 3'], None, out_of=5,
+                           left_out_because='the teacher was not ahead of scratch')
+  assert row['figure'] == ('gap_closed, folds, mean of 1 of 5 (fold 3; the other 4: the '
+                           'teacher was not ahead of scratch)')
+  assert results.over_seeds('x', [1.0, 2.0], [1, 2], None, out_of=2)['figure'] == (
+      'x, mean of 2 (1, 2)')
+  with pytest.raises(ValueError, match='x: 1 values for 2 seeds'):
+    results.over_seeds('x', [1.0], [1, 2], None)
+
+
+def _record_with(detail):
+  return {'benchmark': 'distillation', 'command': 'c', 'commit': '0' * 40,
+          'measured_code_digest': results.measured_code_digest(),
+          'measured_code_committed': True, 'date': 'd', 'wall_seconds': 1,
+          'machine': {'cpu_count': 2, 'cpu_model': 'm', 'system': 's'},
+          'result': {'tables': [detail]}}
+
+
+def test_a_curve_whose_settings_made_one_model_is_refused_naming_the_rows():
+  columns = ['hidden units', 'parameters', 'ours']
+  # #85: three widths, one model (the module read another hyperparameter).
+  same = results.table('digits', columns, [[8, 6090, 0.97], [32, 6090, 0.97],
+                                           [128, 6090, 0.97]],
+                       curve={'setting': 'hidden units', 'parameters': 'parameters'})
+  with pytest.raises(ValueError, match=r"distillation: the curve 'digits' claims settings it "
+                                       r'did not measure: hidden units 8 and 32: the same '
+                                       r'parameters \(6090\); hidden units 8 and 32: the same '
+                                       r'measurements in every column'):
+    results.render([_record_with(same)])
+  # Other sizes that measure alike in every column are refused as well.
+  assert results.curve_problems(results.table(
+      'digits', columns, [[8, 610, 0.97], [32, 2410, 0.97]],
+      curve={'setting': 'hidden units', 'parameters': 'parameters'})) == [
+          'hidden units 8 and 32: the same measurements in every column']
+  varied = results.table('digits', columns, [[8, 610, 0.93], [32, 2410, 0.96]],
+                         curve={'setting': 'hidden units', 'parameters': 'parameters'})
+  assert '| 8 | 610 | 0.9300 |' in results.render([_record_with(varied)])
+  with pytest.raises(ValueError, match=r"curve columns \['width'\] are not among"):
+    results.table('digits', columns, [], curve={'setting': 'width', 'parameters': 'parameters'})
+
+
 def test_render_marks_missed_and_met(tmp_path):
   record = {'benchmark': 'scale', 'command': 'python -m benchmarks.scale', 'commit': 'a' * 40,
             'measured_code_digest': results.measured_code_digest(),

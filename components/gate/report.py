@@ -37,33 +37,134 @@ def model_format(figures: Dict[str, Any]) -> str:
   return figures['format']
 
 
-def _plot(decision: Dict[str, Any], path: str) -> None:
+# Where a point's name may go, in points from the point, nearest first: beside it, then
+# above and below, then further out; the first spot that overlaps no other name and stays
+# inside the axes is taken.
+_LABEL_OFFSETS = [(dx * scale, dy * scale) for scale in (1, 2, 3, 4)
+                  for dx, dy in ((9, 4), (-9, 4), (9, -12), (-9, -12), (0, 12), (0, -18))]
+# Room around the candidates, as a share of the span the axes show.
+_MARGIN = 0.12
+
+
+def _interval(figures: Dict[str, Any]) -> Sequence[float]:
+  interval = figures.get('accuracy_interval')
+  return interval if interval else (figures['accuracy'], figures['accuracy'])
+
+
+def layout(decision: Dict[str, Any]):
+  """The report's figure: accuracy against size and against latency, and each point's name.
+
+  Each point carries its 95% interval (the decision's Wilson interval). The accuracy axis
+  zooms to the points' intervals and the gate's floor; the majority class is a line where it
+  falls inside, else named at the axes' lower edge. Names are placed where they overlap no
+  other name and stay inside the axes.
+
+  Returns:
+    (figure, {axis: [each name's Text]}), drawn once so that the names' extents are final.
+  """
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')  # No display: write files only.
   from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
-  figure, (size_axis, latency_axis) = pyplot.subplots(1, 2, figsize=(11, 4.5))
+  figure, (size_axis, latency_axis) = pyplot.subplots(1, 2, figsize=(11, 4.8))
   teacher = decision['teacher']
   rows = [('teacher', teacher, 'black')] + [
       (candidate['name'], candidate, 'tab:green' if candidate['passed'] else 'tab:red')
       for candidate in decision['candidates']]
   floor = teacher['accuracy'] - decision['max_accuracy_drop']
+  majority = decision['majority_accuracy']
+  lows = [_interval(figures)[0] for _, figures, _ in rows] + [floor]
+  highs = [_interval(figures)[1] for _, figures, _ in rows] + [floor]
+  span = max(max(highs) - min(lows), 0.01)
+  bottom, top = min(lows) - _MARGIN * span, max(highs) + 2 * _MARGIN * span
+  names, bars = {}, {}
   for axis, key, label in ((size_axis, 'size_bytes', 'size (bytes, log scale)'),
                            (latency_axis, 'latency_ms', 'batch-1 latency (ms, log scale)')):
     for name, figures, colour in rows:
-      marker = '*' if name == decision.get('chosen') else 'o'
-      axis.scatter(figures[key], figures['accuracy'], c=colour, marker=marker, s=120)
-      axis.annotate(name, (figures[key], figures['accuracy']), textcoords='offset points',
-                    xytext=(6, 6), fontsize=9)
+      low, high = _interval(figures)
+      accuracy = figures['accuracy']
+      axis.errorbar(figures[key], accuracy, yerr=[[accuracy - low], [high - accuracy]],
+                    fmt='*' if name == decision.get('chosen') else 'o', color=colour,
+                    markersize=13 if name == decision.get('chosen') else 9, capsize=4,
+                    elinewidth=1.2)
     axis.axhline(floor, linestyle='--', color='grey', linewidth=1)
-    axis.axhline(decision['majority_accuracy'], linestyle=':', color='grey', linewidth=1)
+    axis.set_ylim(bottom, top)
+    if bottom <= majority <= top:
+      axis.axhline(majority, linestyle=':', color='grey', linewidth=1)
+    else:
+      # Off the zoomed axis: named at the edge it lies beyond.
+      axis.annotate(f'majority class {majority:.3f} ({"below" if majority < bottom else "above"})',
+                    xy=(0.01, 0.015 if majority < bottom else 0.94), xycoords='axes fraction',
+                    fontsize=8, color='dimgrey')
     axis.set_xscale('log')
+    values = [figures[key] for _, figures, _ in rows]
+    # A decade's share either side, so that names beside the outermost points fit.
+    axis.set_xlim(min(values) / 10 ** (0.35 + 0.2 * _decades(values)),
+                  max(values) * 10 ** (0.35 + 0.2 * _decades(values)))
     axis.set_xlabel(label)
-    axis.set_ylabel(f"{decision.get('split', 'eval')} accuracy")
+    axis.set_ylabel(f"{decision.get('split', 'eval')} accuracy (95% interval)")
+    names[axis] = [(name, (figures[key], figures['accuracy'])) for name, figures, _ in rows]
+    bars[axis] = [((figures[key], figures['accuracy']), _interval(figures))
+                  for _, figures, _ in rows]
   size_axis.set_title('accuracy vs size (dashed: gate floor, dotted: majority class)',
                       fontsize=9)
   latency_axis.set_title('accuracy vs latency (green passed, red rejected, * chosen)',
                          fontsize=9)
   figure.tight_layout()
+  figure.canvas.draw()
+  renderer = figure.canvas.get_renderer()
+  placed = {}
+  for axis, points in names.items():
+    inside = axis.get_window_extent(renderer)
+    # Each point's marker and interval bar, which no name may cover either.
+    taken, placed[axis] = [_bar_box(axis, key_point, interval)
+                           for key_point, interval in bars[axis]], []
+    for name, point in points:
+      for offset_x, offset_y in _LABEL_OFFSETS:
+        # Further from its point than the first spot: a thin line says whose name it is.
+        leader = ({} if (offset_x, offset_y) == _LABEL_OFFSETS[0] else
+                  {'arrowprops': {'arrowstyle': '-', 'color': 'grey', 'linewidth': 0.6,
+                                  'shrinkA': 1, 'shrinkB': 5}})
+        text = axis.annotate(name, point, textcoords='offset points',
+                             xytext=(offset_x, offset_y), fontsize=9, va='center',
+                             ha='left' if offset_x > 0 else 'right' if offset_x < 0 else 'center',
+                             **leader)
+        box = name_box(text, renderer)
+        fits = (box.x0 >= inside.x0 and box.x1 <= inside.x1 and box.y0 >= inside.y0
+                and box.y1 <= inside.y1)
+        if fits and not any(box.overlaps(other) for other in taken):
+          break
+        if (offset_x, offset_y) != _LABEL_OFFSETS[-1]:
+          text.remove()
+      taken.append(box)
+      placed[axis].append(text)
+  return figure, placed
+
+
+def name_box(text, renderer):
+  """Where a point's name is drawn on the screen: the text alone, not its leader line."""
+  from matplotlib import text as text_lib  # pylint: disable=g-import-not-at-top
+  text.update_positions(renderer)  # An annotation finds its place from its point and offset.
+  return text_lib.Text.get_window_extent(text, renderer)
+
+
+def _bar_box(axis, point, interval):
+  """A point's marker and interval bar on the screen: what a name must not cover."""
+  from matplotlib import transforms  # pylint: disable=g-import-not-at-top
+  (x, low), (_, high) = axis.transData.transform([(point[0], interval[0]),
+                                                  (point[0], interval[1])])
+  half_width = 8  # pixels: the marker's radius and the bar's caps
+  return transforms.Bbox([[x - half_width, low - half_width],
+                          [x + half_width, high + half_width]])
+
+
+def _decades(values: Sequence[float]) -> float:
+  import math  # pylint: disable=g-import-not-at-top
+  return math.log10(max(values) / min(values)) if min(values) > 0 else 1.0
+
+
+def _plot(decision: Dict[str, Any], path: str) -> None:
+  from matplotlib import pyplot  # pylint: disable=g-import-not-at-top
+  figure, _ = layout(decision)
   temporary = path + '.tmp.png'
   figure.savefig(temporary, dpi=110)
   pyplot.close(figure)

@@ -1,5 +1,7 @@
 """Student modules read their size from the hyperparameters they are given."""
 
+import os
+
 import pytest
 
 from tfx_distillery.trainer_modules import base
@@ -55,3 +57,13 @@ def test_mnist1d_students_are_a_cnn_under_two_percent_of_the_teacher_and_an_mlp(
   assert mlp.count_params() == 40 * 128 + 128 + 128 * 10 + 10
   with pytest.raises(ValueError, match='architecture must be one of cnn, mlp'):
     mnist1d_student.build_student(_TenClasses(), {**ten, 'architecture': 'rnn'})
+
+
+def test_the_distillation_benchmarks_width_curve_trains_a_module_that_reads_its_setting():
+  # #85: the curve's rows were one CNN, which ignores `hidden_units`.
+  from benchmarks import distillation  # pylint: disable=import-outside-toplevel
+  assert os.path.samefile(distillation.DIGITS_CURVE_MODULE, digits_student.__file__)
+  counts = [digits_student.build_student(_TenClasses(), {
+      distillation.DIGITS_CURVE_SETTING: width, 'num_classes': 10}).count_params()
+            for width in distillation.DIGITS_WIDTHS]
+  assert len(set(counts)) == len(distillation.DIGITS_WIDTHS), counts
