@@ -164,6 +164,20 @@ def what_to_change(decision: dict) -> List[str]:
   budget = decision['max_accuracy_drop']
   drop = teacher_accuracy - best['accuracy']
   lines = []
+  examples = decision.get('eval_examples')
+  if examples and 1.0 / examples > budget:
+    # One example is the smallest difference the gate can show: with fewer rows than
+    # 1 / budget, a single miss more than the teacher's is over the budget.
+    one = 1.0 / examples
+    lines.append(f'what missed: resolution. The gate\'s {split} split has {examples} '
+                 f'examples, so the smallest accuracy difference it can show is one example, '
+                 f'{one:.4f}: more than max_accuracy_drop {budget:.4f}. A candidate that misses '
+                 'a single example more than the teacher fails, so this split cannot resolve '
+                 'the budget.')
+    lines.append(f'what to change: more rows (at least {math.ceil(1 / budget)} in the '
+                 f'{split} split for one example to fit in {budget:g}), a larger {split} '
+                 f'share of the data, or a larger budget (--max-accuracy-drop {one:.4f} or '
+                 'more).')
   if drop > budget:
     # The smallest budget, in whole tenths of a point, that the best candidate meets.
     needed = math.ceil(round(drop * 1000, 6)) / 1000

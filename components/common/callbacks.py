@@ -45,6 +45,69 @@ class EpochProgress(tf_keras.callbacks.Callback):
                                self.epoch_seconds[-1])
 
 
+# Divergence: a loss this many times the first epoch's, or above MAX_LOSS. A constant guess
+# costs log(classes) (2.3 for ten); distillation's soft term, scaled by temperature squared,
+# stays within a few hundred for any student that learns. TFX's taxi with census tracts
+# of 1.7e10 fed unscaled trained at 10^6 to 2*10^8.
+DIVERGENCE_FACTOR = 10.0
+MAX_LOSS = 1e4
+# ... and only above this loss: a constant guess between two classes costs 0.69, so a rise
+# from 0.01 to 0.2 is a worse fit, not a divergence.
+RELATIVE_FLOOR = 1.0
+
+
+class TrainingDiverged(RuntimeError):
+  """A training run whose loss went non-finite or far up: its model must not be handed on."""
+
+
+class DivergenceGuard(tf_keras.callbacks.Callback):
+  """Stops a fit whose loss is NaN or infinite, above MAX_LOSS, or (with `relative`)
+  DIVERGENCE_FACTOR times its first epoch's, raising TrainingDiverged with `explain()`
+  (what the inputs look like).
+
+  A fine-tune that starts from a trained model (pruning, QAT, a warm restart) begins near
+  its lowest loss, so it is checked without `relative`. Every worker sees the same
+  all-reduced loss, so every worker stops alike.
+  """
+
+  def __init__(self, description: str, explain=None, relative: bool = True):
+    super().__init__()
+    self._description = description
+    self._explain = explain
+    self._relative = relative
+    self.first_loss: Optional[float] = None
+
+  def _check(self, loss, where: str) -> None:
+    if loss is None:
+      return
+    loss = float(loss)
+    reason = None
+    if not math.isfinite(loss):
+      reason = f'its loss is {loss} {where}'
+    elif loss > MAX_LOSS:
+      reason = f'its loss is {loss:.3g} {where}, above {MAX_LOSS:g}'
+    elif (self._relative and self.first_loss is not None and loss > RELATIVE_FLOOR
+          and loss > DIVERGENCE_FACTOR * self.first_loss):
+      reason = (f'its loss rose to {loss:.3g} {where}, over {DIVERGENCE_FACTOR:g} times the '
+                f'first epoch\'s {self.first_loss:.3g}')
+    if reason:
+      self.model.stop_training = True
+      explanation = self._explain() if self._explain else ''
+      raise TrainingDiverged(f'{self._description} diverged: {reason}'
+                             + (f'. {explanation}' if explanation else ''))
+
+  def on_train_batch_end(self, batch, logs=None):
+    loss = (logs or {}).get('loss')
+    if loss is not None and not math.isfinite(float(loss)):
+      self._check(loss, f'at step {batch + 1}')
+
+  def on_epoch_end(self, epoch, logs=None):
+    loss = (logs or {}).get('loss')
+    self._check(loss, f'after epoch {epoch + 1}')
+    if self.first_loss is None and loss is not None:
+      self.first_loss = float(loss)
+
+
 class EarlyStoppingOnEval(tf_keras.callbacks.EarlyStopping):
   """Keras' EarlyStopping on the eval loss, restoring the best epoch's weights at the end.
 

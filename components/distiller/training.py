@@ -17,6 +17,7 @@ import tensorflow as tf
 import tf_keras
 import tensorflow_transform as tft
 
+from tfx_distillery.components.common import callbacks as keras_callbacks
 from tfx_distillery.components.common import labels
 from tfx_distillery.components.common import measuring
 from tfx_distillery.components.common import modeling
@@ -25,6 +26,7 @@ from tfx_distillery.components.common import reading
 from tfx_distillery.components.common import shapes
 from tfx_distillery.components.common import strategy as strategy_lib
 from tfx_distillery.components.distiller import loss as loss_lib
+from tfx_distillery.components.distiller import student_statistics
 from tfx_distillery.components.distiller import teachers as teachers_lib
 from tfx_distillery.components.distiller import transfer as transfer_lib
 from tfx_distillery.trainer_modules import builtin_student
@@ -386,6 +388,14 @@ class Distillation:
     self.logger = progress.get_logger()
     self.teachers = []
     self.tuning_choice = None  # Why tuning chose its setting, when it runs.
+    # The built-in student scales its inputs by the transformed train split's statistics:
+    # computed here when none are given or those given describe other data.
+    self.statistics_record = None
+    if build_student is builtin_student.build_student:
+      statistics_uri, self.statistics_record = student_statistics.resolve(
+          statistics_uri, fn_args.train_files, tft.TFTransformOutput(fn_args.transform_output),
+          settings.label_key,
+          os.path.join(fn_args.model_run_dir, student_statistics.COMPUTED_FOLDER))
 
     def load_teachers_and_resolve_classes(strategy):
       with strategy.scope():
@@ -449,16 +459,15 @@ class Distillation:
             'them: no label leaks (labels are never read from the transfer set), but the '
             'reported accuracy is then on rows it trained on. Set transfer_splits to rows '
             'held apart to avoid it.', ', '.join(measured))
-    self.student_description = {'builder': getattr(self.build_student, '__module__', ''),
-                                **(builtin_student.describe(student)
-                                   if self.build_student is builtin_student.build_student
-                                   else {})}
+    self.student_description = self.describe_student(student)
 
   def describe_student(self, student: tf_keras.Model) -> Dict[str, Any]:
-    """What metrics.json records of the student: its builder, and the built-in one's plan."""
+    """What metrics.json records of the student: its builder, and the built-in one's plan
+    and the statistics it was built from."""
     return {'builder': getattr(self.build_student, '__module__', ''),
             **(builtin_student.describe(student)
-               if self.build_student is builtin_student.build_student else {})}
+               if self.build_student is builtin_student.build_student else {}),
+            **({'statistics': self.statistics_record} if self.statistics_record else {})}
 
   def shipped_figures(self, student: tf_keras.Model, correct: np.ndarray) -> Dict[str, Any]:
     """What the chain would make of `student`, measured on eval: its float SavedModel
@@ -574,7 +583,14 @@ class Distillation:
         trials.append({'share': share, 'hidden_units': list(widths), 'trained': False})
         continue
       seen.add(widths)
-      student = self.train_student(temperature, alpha, f'student-share{share:g}')
+      try:
+        student = self.train_student(temperature, alpha, f'student-share{share:g}')
+      except keras_callbacks.TrainingDiverged as diverged:
+        # Refused like a share that misses the budget; the next share may train.
+        trials.append({'share': share, 'hidden_units': list(widths), 'trained': True,
+                       'diverged': str(diverged), 'shipped': None})
+        self.logger.warning('WARNING: size search: share %g refused: %s', share, diverged)
+        continue
       correct = measuring.correct_predictions(self.scorer(student), self.eval_set)
       accuracy = float(np.mean(correct))
       figures = self.shipped_figures(student, correct)
@@ -630,6 +646,11 @@ class Distillation:
         passing.append((trials[-1]['shipped_bytes'], share, student, accuracy, shipped))
       if int8_passes:
         break
+    if best is None:
+      diverged = [trial['diverged'] for trial in trials if trial.get('diverged')]
+      raise keras_callbacks.TrainingDiverged(
+          f'Distiller: every share the size search trained diverged, so no student is handed '
+          f'on: {diverged[-1]}')
     if passing:
       shipped_bytes, share, student, accuracy, shipped = min(passing, key=lambda entry: entry[0])
       chosen = (share, student, accuracy)
@@ -699,6 +720,10 @@ class Distillation:
         modeling.create_optimizer_slots(distillation)
       self.run.log_plan(run_name, student, epochs)
       _, training_callbacks = self.run.callbacks(run_name, run_name=run_name, profile=False)
+      # A student whose loss runs away is refused by name, never handed on.
+      training_callbacks.append(keras_callbacks.DivergenceGuard(
+          f'Distiller: the student {run_name!r}', self.largest_inputs,
+          relative=start_from is None))
       dataset = self.run.train_dataset(record_dataset_fn)
       if self.transfer is not None and alpha < 1.0:  # The from-scratch twin has no use for it.
         dataset = transfer_lib.alternate(dataset, self.transfer.dataset(
@@ -709,6 +734,19 @@ class Distillation:
       students.append(student)
     with self.run.strategy.scope():
       return ensemble(students, name.replace(' ', '_').replace('=', ''))
+
+  def largest_inputs(self, count: int = 3) -> str:
+    """The transformed features with the largest magnitudes on eval: what to scale first."""
+    magnitudes = []
+    for name, values in self.eval_set.features.items():
+      values = np.asarray(values)
+      if values.size and np.issubdtype(values.dtype, np.number):
+        magnitudes.append((float(np.max(np.abs(values))), name))
+    largest = sorted(magnitudes, reverse=True)[:count]
+    return ('the transformed features with the largest magnitudes on eval: '
+            + ', '.join(f'{name} (up to {value:.3g})' for value, name in largest)
+            + '; scale such features in the transform (tft.scale_to_z_score) or give the '
+            'Distiller the transformed statistics') if largest else ''
 
   @staticmethod
   def scorer(student: tf_keras.Model) -> measuring.Scorer:
@@ -806,12 +844,19 @@ class Distillation:
             'Distiller: the student is %+.4f below the teacher on eval, with the gate\'s '
             'margin %.4f past max_accuracy_drop %g: training it on for as many steps again',
             first['drop'], first['margin'], settings.max_accuracy_drop)
-        again = self.train_student(temperature, alpha, 'student-longer', start_from=student)
-        again_correct = measuring.correct_predictions(self.scorer(again), eval_set)
-        second = self.gate_figures(again_correct)
-        longer = {'first': first, 'longer': second, 'epochs': student_epochs,
-                  'kept': 'longer' if second['chance_of_passing'] > first['chance_of_passing']
-                          else 'first'}
+        try:
+          again = self.train_student(temperature, alpha, 'student-longer', start_from=student)
+        except keras_callbacks.TrainingDiverged as diverged:
+          self.logger.warning('WARNING: %s; the first student goes on.', diverged)
+          again = None
+          longer = {'first': first, 'diverged': str(diverged), 'epochs': student_epochs,
+                    'kept': 'first'}
+        if again is not None:
+          again_correct = measuring.correct_predictions(self.scorer(again), eval_set)
+          second = self.gate_figures(again_correct)
+          longer = {'first': first, 'longer': second, 'epochs': student_epochs,
+                    'kept': 'longer' if second['chance_of_passing'] > first['chance_of_passing']
+                            else 'first'}
         if longer['kept'] == 'longer':
           student, student_correct = again, again_correct
         else:
@@ -849,10 +894,18 @@ class Distillation:
     metrics['student_param_ratio'] = (metrics['student_parameters']
                                       / max(1, max(metrics['teacher_parameters'])))
     exported = student
+    scratch = None
     if settings.train_baseline or settings.tune:
       # Like for like: the same student, data, budget and seed as the distilled one just
       # trained (at the tuned setting, when tuning), labels only; both measured on eval.
-      scratch = self.train_student(1.0, 1.0, 'scratch', epochs=student_epochs)
+      try:
+        scratch = self.train_student(1.0, 1.0, 'scratch', epochs=student_epochs)
+      except keras_callbacks.TrainingDiverged as diverged:
+        scratch = None
+        self.logger.warning('WARNING: %s; the distilled student goes on.', diverged)
+        metrics['scratch_diverged'] = str(diverged)
+        metrics['hand_on_reason'] = f'the from-scratch twin diverged: {diverged}'
+    if scratch is not None:
       scratch_correct = measuring.correct_predictions(self.scorer(scratch), eval_set)
       metrics['scratch_accuracy'] = float(np.mean(scratch_correct))
       # Paired on the same eval examples: scratch "beats" the distilled student only beyond

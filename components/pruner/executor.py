@@ -617,7 +617,11 @@ class Executor(base_executor.BaseExecutor):
     wrapped.fit(train_dataset, epochs=epochs,
                 steps_per_epoch=max(1, self.train_steps // epochs), verbose=0,
                 callbacks=[tfmot.sparsity.keras.UpdatePruningStep(),
-                           callbacks.EpochProgress(f'pruning to {level:.2f}')])
+                           callbacks.EpochProgress(f'pruning to {level:.2f}'),
+                           # A fine-tune that runs away fails the Pruner by name: no
+                           # diverged model is handed on.
+                           callbacks.DivergenceGuard(f'Pruner: fine-tuning to {level:.2f}',
+                                                    relative=False)])
     self.reached = dict(targets)
     return wrapped
 

@@ -488,5 +488,8 @@ class Executor(base_executor.BaseExecutor):
                                    batch_map_fn=modeling.prepare_labels(units))
     epochs = max(1, min(5, steps // 10))
     qat_model.fit(dataset, epochs=epochs, steps_per_epoch=max(1, steps // epochs), verbose=0,
-                  callbacks=[callbacks.EpochProgress('qat fine-tuning')])
+                  callbacks=[callbacks.EpochProgress('qat fine-tuning'),
+                             # A QAT fine-tune that runs away fails by name, never shipped.
+                             callbacks.DivergenceGuard('Quantizer: QAT fine-tuning',
+                                                      relative=False)])
     return qat_model

@@ -48,3 +48,25 @@ def test_candidates_too_large_for_max_model_bytes_say_so():
 def test_a_run_that_pushed_prints_no_advice():
   table = table_of([('student', right(1785), 730_000)])
   assert 'what missed' not in table and 'what to change' not in table
+
+
+def test_a_test_split_too_small_for_the_budget_says_it_cannot_resolve_it():
+  # #84: a 178-row table left 32 test rows; one miss is 0.031, three times the budget.
+  teacher = {'format': 'saved_model', 'accuracy': 31 / 32, 'size_bytes': 750_000,
+             'latency_ms': 3.0, 'model_dir': '/models/teacher'}
+  student = {'name': 'student', 'accuracy': 30 / 32, 'size_bytes': 5_000, 'latency_ms': 1.0,
+             'passed': False, 'reasons': ['0.0312 below the teacher'], 'format': 'saved_model',
+             'accuracy_drop': 1 / 32, 'model_dir': '/models/student'}
+  decision = {'blessed': False, 'chosen': None, 'teacher': teacher, 'candidates': [student],
+              'left_out': [], 'majority_accuracy': 0.5, 'eval_examples': 32, 'split': 'test',
+              'max_model_bytes': None, 'max_accuracy_drop': 0.01}
+  table = summary.format_table(summary.from_decision(decision, None))
+  assert ("what missed: resolution. The gate's test split has 32 examples, so the smallest "
+          'accuracy difference it can show is one example, 0.0312: more than '
+          'max_accuracy_drop 0.0100') in table
+  assert 'this split cannot resolve the budget' in table
+  assert ('more rows (at least 100 in the test split for one example to fit in 0.01), a '
+          'larger test share of the data, or a larger budget (--max-accuracy-drop 0.0312 or '
+          'more)') in table
+  # Enough rows for the budget: the accuracy line alone.
+  assert 'resolution' not in table_of([('student', right(1730), 730_000)])

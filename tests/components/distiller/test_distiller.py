@@ -15,6 +15,7 @@ from tfx.types import standard_artifacts
 
 from tfx_distillery.components import Distiller
 from tfx_distillery.components.common import artifacts
+from tfx_distillery.components.common import callbacks
 from tfx_distillery.components.distiller import executor as distiller_executor
 from tfx_distillery.components.distiller import spec as distiller_spec
 from tfx_distillery.components.distiller import training
@@ -27,7 +28,7 @@ MODULES = os.path.join(os.path.dirname(__file__), 'modules')
 
 
 def run_distiller(data, teachers, output_dir, module_file=TABULAR_STUDENT, train_steps=40,
-                  num_workers=1, transfer_examples=None, **settings):
+                  num_workers=1, transfer_examples=None, statistics_uri=None, **settings):
   examples, graph, _ = data
   output_dir = os.path.join(output_dir, str(time.monotonic_ns()))
   outputs = {
@@ -41,6 +42,9 @@ def run_distiller(data, teachers, output_dir, module_file=TABULAR_STUDENT, train
                                                         teachers)})
   if transfer_examples is not None:
     inputs[distiller_spec.TRANSFER_EXAMPLES_KEY] = [transfer_examples]
+  if statistics_uri is not None:
+    inputs['statistics'] = [helpers.artifact(standard_artifacts.ExampleStatistics,
+                                             statistics_uri)]
   distiller_executor.Executor().Do(inputs, outputs, {
       'train_args': json.dumps({'num_steps': train_steps}),
       'eval_args': json.dumps({'num_steps': 3}),
@@ -482,6 +486,93 @@ def test_without_a_module_file_the_builtin_student_is_built_sized_and_recorded(
   assert metrics['student_accuracy'] > metrics['majority_accuracy'] + 0.1
   outputs = serve(model_uri, data[2][:10])
   assert outputs['logits'].shape == (10, 1)
+
+
+def _scaling(model_uri, feature):
+  """The mean and variance the built-in student scales `feature` by."""
+  student = tf_keras.models.load_model(os.path.join(model_uri, 'Format-Serving'))
+  layer = student.get_layer(f'{feature}_scaled')
+  return float(np.ravel(layer.mean)[0]), float(np.ravel(layer.variance)[0])
+
+
+def test_without_statistics_the_builtin_student_computes_them_from_the_train_split(
+    data, teacher, tmp_path):
+  # #84: a stock pipeline's Distiller given no statistics fed raw integers unscaled.
+  model_uri, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
+                                     train_steps=8, train_baseline=False,
+                                     student_hidden_units=(4,))
+  record = metrics['student']['statistics']
+  assert record['source'] == 'computed' and record['why'].startswith('no statistics given')
+  examples, _, _ = data
+  train_rows = sum(1 for _ in tf.data.TFRecordDataset(
+      tf.io.gfile.glob(os.path.join(examples.uri, 'Split-train', '*')), 'GZIP'))
+  assert record['rows'] == train_rows > 0
+  # x1_xf is scaled by its train split's own mean and spread, not left as it was.
+  mean, variance = _scaling(model_uri, 'x1_xf')
+  assert (mean, variance) != (0.0, 1.0)
+  # Given those statistics, the student reads them as given, and is scaled alike.
+  again_uri, again = run_distiller(data, [teacher], str(tmp_path), module_file=None,
+                                   train_steps=8, train_baseline=False,
+                                   student_hidden_units=(4,), statistics_uri=record['uri'])
+  assert again['student']['statistics'] == {'source': 'given', 'uri': record['uri']}
+  assert _scaling(again_uri, 'x1_xf') == pytest.approx((mean, variance))
+  assert again['student']['features'] == metrics['student']['features']
+
+
+def test_statistics_of_other_data_are_recomputed_and_the_log_names_the_features(
+    data, teacher, tmp_path):
+  # StatisticsGen's raw statistics given for the transformed ones: no '_xf' feature in them.
+  from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=import-outside-toplevel
+  raw = statistics_pb2.DatasetFeatureStatisticsList()
+  dataset = raw.datasets.add(num_examples=10)
+  for name in ('x1', 'x2', 'colour'):
+    dataset.features.add().path.step.append(name)
+  (tmp_path / 'raw' / 'Split-train').mkdir(parents=True)
+  (tmp_path / 'raw' / 'Split-train' / 'FeatureStats.pb').write_bytes(raw.SerializeToString())
+  with helpers.ProgressLines() as lines:
+    _, metrics = run_distiller(data, [teacher], str(tmp_path / 'run'), module_file=None,
+                               train_steps=8, train_baseline=False, student_hidden_units=(4,),
+                               statistics_uri=str(tmp_path / 'raw'))
+  record = metrics['student']['statistics']
+  assert record['source'] == 'computed'
+  assert 'lack transformed feature(s) colour_xf, x1_xf, x2_xf' in record['why']
+  assert 'describe other ones (colour, x1, x2)' in record['why']
+  assert any('lack transformed feature(s) colour_xf, x1_xf, x2_xf' in line
+             and 'computing the transformed statistics from the train split instead' in line
+             for line in lines)
+
+
+def test_a_student_whose_loss_runs_away_is_refused_naming_the_largest_inputs(
+    data, teacher, tmp_path):
+  # #84: TFX's taxi students trained at losses of 10^6 to 2*10^8, and one was handed on.
+  with pytest.raises(callbacks.TrainingDiverged,
+                     match=r"Distiller: the student 'student' diverged: its loss is .* after "
+                           r'epoch 1, above 10000\. the transformed features with the largest '
+                           r'magnitudes on eval: .*\(up to .*\); scale such features in the '
+                           r'transform \(tft.scale_to_z_score\)'):
+    run_distiller(data, [teacher], str(tmp_path), train_steps=8, train_baseline=True,
+                  module_file=os.path.join(MODULES, 'unscaled_student.py'))
+  assert not list(tmp_path.glob('*/model/Format-Serving'))  # Nothing handed on.
+
+
+def test_the_divergence_guard_stops_at_a_non_finite_or_runaway_loss_and_not_before():
+  def fit(losses, **guard_arguments):
+    guard = callbacks.DivergenceGuard('test fit', lambda: 'why', **guard_arguments)
+    guard.set_model(tf_keras.Sequential([tf_keras.layers.Dense(1, input_shape=(1,))]))
+    for epoch, loss in enumerate(losses):
+      guard.on_train_batch_end(0, {'loss': loss})
+      guard.on_epoch_end(epoch, {'loss': loss})
+  fit([2.0, 0.5, 0.3, 1.9])  # A worse epoch is not a divergence.
+  fit([0.01, 0.2, 0.9])  # Nor a rise below RELATIVE_FLOOR.
+  with pytest.raises(callbacks.TrainingDiverged,
+                     match=r"test fit diverged: its loss rose to 25 after epoch 3, over 10 "
+                           r"times the first epoch's 2\. why"):
+    fit([2.0, 1.0, 25.0])
+  fit([0.05, 0.8], relative=False)  # A fine-tune from a trained model: no relative rule.
+  with pytest.raises(callbacks.TrainingDiverged, match='its loss is nan at step 1'):
+    fit([2.0, float('nan')])
+  with pytest.raises(callbacks.TrainingDiverged, match='its loss is 2e[+]06 after epoch 1'):
+    fit([2e6], relative=False)
 
 
 def test_the_size_search_keeps_the_smallest_student_within_the_budget(data, teacher, tmp_path):
