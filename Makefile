@@ -62,7 +62,7 @@ LONG_RUNS := mnist1d-large-cnn mnist1d-large-mlp beam_engines
 RESULTS_DIR := docs/results
 RECHECKS := mnist1d-large-cnn-held-out mnist1d-large-mlp-held-out mnist1d-mlp-mixup-pseudo
 SHIPPING_RUNS := shipping-csv-1x shipping-csv-10x shipping-csv-100x shipping-digits shipping-taxi \
-  shipping-mnist1d shipping-stock-taxi shipping-draws-demo shipping-draws-csv-1x shipping-draws-digits
+  shipping-mnist1d shipping-stock-taxi shipping-stock-taxi-bare shipping-draws-demo shipping-draws-csv-1x shipping-draws-digits
 bench: $(INSTALLED)
 	set -e; for name in $(BENCHMARKS); do $(PYTHON) -m benchmarks.recorded $$name --save --json; done
 	$(PYTHON) -m benchmarks.results

@@ -40,6 +40,7 @@ MEASURED_PATHS = ('benchmarks', 'components', 'trainer_modules', 'pipelines', 't
 # configurations (`python -m benchmarks.<module> --config <configuration>`).
 ORDER = ('pipeline', 'shipping-demo', 'shipping-csv-1x', 'shipping-csv-10x', 'shipping-csv-100x',
          'shipping-digits', 'shipping-taxi', 'shipping-mnist1d', 'shipping-stock-taxi',
+         'shipping-stock-taxi-bare',
          'pruning', 'distillation', 'mnist1d-small', 'mnist1d-large-cnn',
          'mnist1d-large-cnn-held-out', 'mnist1d-large-mlp', 'mnist1d-large-mlp-held-out',
          'mnist1d-mlp-mixup-pseudo', 'compression', 'distributed', 'ingestion', 'scale',

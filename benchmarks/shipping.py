@@ -9,6 +9,9 @@ Every run is a user's command at its defaults, in a fresh home and a subprocess:
   gives it but for three things: TFX's whole taxi CSV, the stock Trainer at 1,000 steps
   (as TFX's taxi example trains it) and the run's seed for our components. Its Distiller
   has the built-in student at the component's defaults (the size search).
+- `stock-taxi-bare` (#84): the same, but the Distiller is given only what a stock Trainer
+  gets, `Distiller(teacher_model=..., examples=..., transform_graph=..., label_key=...,
+  label_column=...)`: no statistics, no module file, no step count or budget of its own.
 
 Each run is a configuration (`--config RUN`) with its own result,
 `docs/results/shipping-<run>.json`, so that each is measured, and goes stale, on its own:
@@ -60,6 +63,7 @@ from benchmarks import results
 # Fixed before any result.
 SEEDS = (1, 2, 3)
 RUNS = ('demo', 'csv-1x', 'csv-10x', 'csv-100x', 'digits', 'taxi', 'mnist1d', 'stock-taxi',
+        'stock-taxi-bare',
         'draws-demo', 'draws-csv-1x', 'draws-digits')
 # Unseeded runs per draws configuration (#83), and the command each draws.
 DRAWS = {'draws-demo': 20, 'draws-csv-1x': 10, 'draws-digits': 10}
@@ -70,7 +74,12 @@ DRAWS_BASELINE_COMMIT = '33067fe'
 CSV_REPEATS = {'csv-1x': 1, 'csv-10x': 10, 'csv-100x': 100, 'draws-csv-1x': 1}
 # The runs that must push int8 (#61): the CSVs at <= 64 KB as shipped, taxi and digits,
 # and `make demo` (taxi with no seed).
-INT8_RUNS = ('demo', 'csv-1x', 'csv-10x', 'csv-100x', 'digits', 'taxi')
+INT8_RUNS = ('demo', 'csv-1x', 'csv-10x', 'csv-100x', 'digits', 'taxi', 'stock-taxi-bare')
+# The README's own-pipeline block, run as a script.
+STOCK_RUNS = ('stock-taxi', 'stock-taxi-bare')
+# #84: the built-in student given only the stock Trainer's inputs, on eval, at most this far
+# below the stock teacher.
+BARE_STUDENT_MAX_DROP = 0.01
 DEMO_RUNS = 5
 DEMO_PAIRS = 3
 DEMO_BASELINE_COMMIT = 'b2bcc59'
@@ -118,9 +127,19 @@ def readme_block() -> str:
   return re.search(r'```python\n(.*?)```', section, flags=re.DOTALL).group(1)
 
 
-def stock_taxi_script(seed: int) -> str:
-  """The README's block with the whole CSV, 1,000 Trainer steps and the seed; then runs it."""
+def stock_taxi_script(seed: int, bare: bool = False) -> str:
+  """The README's block with the whole CSV, 1,000 Trainer steps and the seed; then runs it.
+
+  With `bare`, its Distiller gets only the teacher, the data and the label.
+  """
   block = readme_block()
+  if bare:
+    block, replaced = re.subn(r'distiller = Distiller\((.*?)\)\n',
+                              "distiller = Distiller(teacher_model=trainer.outputs['model'], "
+                              '**data, **label)\n', block, count=1, flags=re.DOTALL)
+    if replaced != 1:
+      raise ValueError('The README\'s own-pipeline block no longer has one '
+                       '`distiller = Distiller(...)`; update benchmarks/shipping.py.')
   block, trained = re.subn(r'trainer = tfx\.components\.Trainer\((.*?)train_args=tfx\.proto'
                            r'\.TrainArgs\(num_steps=\d+\)',
                            lambda match: match.group(0).rsplit('num_steps=', 1)[0]
@@ -178,7 +197,7 @@ def one_run(run: str, seed: Optional[int], work_dir: str, data_dirs: dict,
   """
   home = os.path.join(work_dir, f'home-{run}-{seed}' if seed is not None
                       else f'home-{run}-draw{draw}')
-  if run == 'stock-taxi':
+  if run in STOCK_RUNS:
     # The README's block writes under the folder it runs in; run_chain empties the home, so
     # the folder is another one, made fresh here.
     cwd = os.path.join(work_dir, f'own-pipeline-{seed}')
@@ -186,7 +205,7 @@ def one_run(run: str, seed: Optional[int], work_dir: str, data_dirs: dict,
     os.makedirs(cwd)
     script = os.path.join(cwd, 'own_pipeline.py')
     with open(script, 'w') as handle:
-      handle.write(stock_taxi_script(seed))
+      handle.write(stock_taxi_script(seed, bare=run == 'stock-taxi-bare'))
     command = [sys.executable, script]
     return record(work_dir, entry_of(run, seed, cwd, pruning.run_chain(command, home, cwd=cwd)))
   command = [os.path.join(os.path.dirname(sys.executable), 'distillery'),
@@ -212,7 +231,7 @@ def entry_of(run: str, seed, root: str, outcome: dict) -> dict:
   search = distiller.get('size_search') or {}
   margin = distiller.get('gate_margin') or {}
   exit_status = outcome['exit_status']
-  if run == 'stock-taxi' and exit_status == 0:
+  if run in STOCK_RUNS and exit_status == 0:
     exit_status = 0 if chosen else 3  # The script ends 0 whether or not the gate passed one.
   return {
       'run': run, 'seed': seed, 'exit_status': exit_status, 'pipeline_s': outcome['pipeline_s'],
@@ -232,6 +251,11 @@ def entry_of(run: str, seed, root: str, outcome: dict) -> dict:
       'eval_drop': margin.get('drop'), 'gate_margin': margin.get('margin'),
       'chance_of_passing': margin.get('chance_of_passing'),
       'student_parameters': distiller.get('student_parameters'),
+      # On eval, as the Distiller measured them: the student it handed on, and the teacher.
+      'handed_on_eval_accuracy': distiller.get('exported_accuracy'),
+      'teacher_eval_accuracy': (distiller.get('teacher_accuracy') or [None])[0],
+      'student_statistics': ((distiller.get('student') or {}).get('statistics') or {}).get(
+          'source'),
       'refusals': '; '.join(f'{candidate["name"]}: {", ".join(candidate["reasons"])}'
                             for candidate in gate.get('candidates', [])
                             if not candidate['passed']),
@@ -358,6 +382,13 @@ def targets_of(run: str, entries: list) -> list:
         f'{run}: int8 - float test accuracy of the chosen student',
         [entry['int8_test_accuracy'] - entry['student_test_accuracy'] for entry in pairs],
         [entry['seed'] for entry in pairs], INT8_FLOAT_FLOOR))
+  bare = [entry for entry in entries if entry.get('handed_on_eval_accuracy') is not None]
+  if run == 'stock-taxi-bare' and bare:
+    rows.append(results.over_seeds(
+        f'{run}: the built-in student\'s eval accuracy minus the stock teacher\'s (statistics '
+        f'{", ".join(sorted({str(entry["student_statistics"]) for entry in bare}))})',
+        [entry['handed_on_eval_accuracy'] - entry['teacher_eval_accuracy'] for entry in bare],
+        [entry['seed'] for entry in bare], -BARE_STUDENT_MAX_DROP))
   if pushed:
     rows.append(results.over_seeds(
         f'{run}: the pushed model\'s test accuracy minus the teacher\'s',
