@@ -555,6 +555,30 @@ def test_a_student_whose_loss_runs_away_is_refused_naming_the_largest_inputs(
   assert not list(tmp_path.glob('*/model/Format-Serving'))  # Nothing handed on.
 
 
+def test_a_diverged_share_or_twin_is_refused_and_the_search_goes_on(data, teacher, tmp_path,
+                                                                     monkeypatch):
+  # The size search's first share and the from-scratch twin diverge (as their guard raises):
+  # the share is refused like one over the budget, and the twin is never handed on.
+  train_student = training.Distillation.train_student
+
+  def diverging(self, temperature, alpha, name, *args, **kwargs):
+    if name in ('student-share0.005', 'scratch'):
+      raise callbacks.TrainingDiverged(f'Distiller: the student {name!r} diverged: test')
+    return train_student(self, temperature, alpha, name, *args, **kwargs)
+
+  monkeypatch.setattr(training.Distillation, 'train_student', diverging)
+  _, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None, train_steps=60,
+                             student_parameter_shares=(0.005, 0.3), max_accuracy_drop=1.0,
+                             train_baseline=True, hand_on='better')
+  first, second = metrics['size_search']['trials']
+  assert first['diverged'] == "Distiller: the student 'student-share0.005' diverged: test"
+  assert first['shipped'] is None and 'diverged' not in second
+  assert metrics['size_search']['chosen_share'] == 0.3
+  assert metrics['scratch_diverged'].startswith("Distiller: the student 'scratch' diverged")
+  assert metrics['exported_student'] == 'distilled'
+  assert metrics['hand_on_reason'].startswith('the from-scratch twin diverged')
+
+
 def test_the_divergence_guard_stops_at_a_non_finite_or_runaway_loss_and_not_before():
   def fit(losses, **guard_arguments):
     guard = callbacks.DivergenceGuard('test fit', lambda: 'why', **guard_arguments)

@@ -465,6 +465,7 @@ def test_the_fallback_keeps_the_gates_margin_and_a_budget_test_rows_can_not_reso
   measured = [trial for trial in recovery['tried'] if 'gate_margin' in trial]
   assert measured and all(trial['gate_margin']['margin'] > 0.005 for trial in measured)
   best = max(recovery['tried'], key=lambda trial: trial['accuracy'] or 0)
-  assert best['gate_margin']['drop'] <= 0.005  # The point rule alone would pass it.
+  # The point rule alone would pass it (a drop of one example is 0.005 up to float rounding).
+  assert best['gate_margin']['drop'] <= 0.005 + measuring.DROP_TOLERANCE
   assert not recovery['within_budget']
   assert metrics['accuracy'] == pytest.approx(best['accuracy'])
