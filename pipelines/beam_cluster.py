@@ -41,6 +41,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from typing import Dict, Iterator, List, Optional, Sequence
 
 from tfx_distillery.components.common import ports
@@ -81,6 +82,15 @@ LOST_STOP_TIMEOUT_S = 10
 ENDED_JOB_STATES = ('DONE', 'FAILED', 'CANCELLED', 'DRAINED', 'UPDATED')
 SLOTS = 2
 STATE_FILE = 'cluster.json'
+# Beam's Spark runner stages the job server's whole classpath (about 420 MB of jars) to every
+# executor for every Beam job, into the worker's work folder: 4-5 s a job, and a full disk
+# after a few runs. On the local cluster the executors get those jars from the job server's
+# own folder instead (spark.executor.extraClassPath), and Beam stages this empty jar: its
+# runner refuses a list with no existing file.
+NOTHING_TO_STAGE = 'nothing-to-stage.jar'
+# What a stopped cluster leaves in a work folder the caller gave: its configuration and logs.
+# Flink's blob store and Spark's application folders (hundreds of MB) go with the cluster.
+KEPT_AFTER_STOP = ('conf', 'logs')
 _PR_SET_PDEATHSIG = 1
 
 
@@ -333,10 +343,15 @@ class Cluster:
   """A started engine: its processes, its job server's endpoint, and how to stop it."""
 
   def __init__(self, engine: str, work_dir: str, processes: List[Process], endpoint: str,
-               ui: str, slots: int = SLOTS):
+               ui: str, slots: int = SLOTS, owns_work_dir: bool = False,
+               files_to_stage: Optional[str] = None):
     self.engine = engine
     self.slots = slots
     self.work_dir = work_dir
+    # A folder start() made is removed at stop, logs and all, unless a process was lost
+    # (the error names its log).
+    self.owns_work_dir = owns_work_dir
+    self.files_to_stage = files_to_stage
     self.processes = processes
     self.endpoint = endpoint
     self.ui = ui
@@ -351,7 +366,12 @@ class Cluster:
                            'log': process.log_path} for process in self.processes]}
 
   def beam_pipeline_args(self) -> List[str]:
-    return portable_runner_args(self.engine, self.endpoint, parallelism=self.slots)
+    return (portable_runner_args(self.engine, self.endpoint, parallelism=self.slots)
+            + self.staging_args())
+
+  def staging_args(self) -> List[str]:
+    """Beam's arguments for what this cluster's jobs stage: nothing on a local Spark cluster."""
+    return [f'--files_to_stage={self.files_to_stage}'] if self.files_to_stage else []
 
   def lost(self) -> Optional[Process]:
     """The first process that exited while the cluster was meant to run, else None.
@@ -456,6 +476,20 @@ class Cluster:
         if not _group_ends_by(process.popen.pid, deadline):
           _signal_group(process.popen.pid, signal.SIGKILL)
           _group_ends_by(process.popen.pid, time.monotonic() + 5)
+      self._remove_scratch()
+
+  def _remove_scratch(self) -> None:
+    """Removes what the engine wrote while it ran; a lost process's logs stay to be read."""
+    if not os.path.isdir(self.work_dir):
+      return
+    if self.owns_work_dir and self._lost is None:
+      shutil.rmtree(self.work_dir, ignore_errors=True)
+      return
+    for name in os.listdir(self.work_dir):
+      if name not in KEPT_AFTER_STOP:
+        path = os.path.join(self.work_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+          shutil.rmtree(path, ignore_errors=True)
 
   def __enter__(self) -> 'Cluster':
     return self
@@ -710,7 +744,10 @@ def _spark_processes(engine_home: str, job_server: str, work_dir: str, log,
       Process('spark job server', _java_command(
           [os.path.join(job_server, 'lib', '*'), *spark_classpath], JOB_SERVER_MAIN['spark'],
           [f'--spark-master-url={master}', f'--job-host={LOOPBACK}', f'--job-port={job_port}',
-           f'--artifact-port={artifact_port}', f'--expansion-port={expansion_port}']),
+           f'--artifact-port={artifact_port}', f'--expansion-port={expansion_port}'],
+          # The executors run on this machine: they load Beam from the job server's folder,
+          # and nothing is staged (NOTHING_TO_STAGE).
+          [f'-Dspark.executor.extraClassPath={os.path.join(job_server, "lib", "*")}']),
               os.path.join(logs, 'job-server.log')),
   ]
 
@@ -747,6 +784,7 @@ def start(engine: str, work_dir: Optional[str] = None, log=print,
   job_server = fetch_job_server(engine, log)
   check_job_server_version(os.path.join(job_server, 'lib'), engine)
   engine_home = fetch_engine(engine, log)
+  owns_work_dir = not work_dir
   work_dir = work_dir or tempfile.mkdtemp(prefix=f'distillery-{engine}-')
   os.makedirs(os.path.join(work_dir, 'logs'), exist_ok=True)
   build = _flink_processes if engine == 'flink' else _spark_processes
@@ -757,7 +795,8 @@ def start(engine: str, work_dir: Optional[str] = None, log=print,
     # name outside a source tree.
     environment.update({'SPARK_HOME': engine_home, 'SPARK_SCALA_VERSION': '2.12',
                         'SPARK_LOCAL_IP': LOOPBACK})
-  cluster = Cluster(engine, work_dir, processes, endpoint, ui, slots)
+  cluster = Cluster(engine, work_dir, processes, endpoint, ui, slots, owns_work_dir,
+                    _nothing_to_stage(job_server) if engine == 'spark' else None)
   started = time.monotonic()
   try:
     engine_processes, job_server_process = processes[:-1], processes[-1]
@@ -770,11 +809,24 @@ def start(engine: str, work_dir: Optional[str] = None, log=print,
     _wait_until(f'Beam\'s {engine} job server answered on {endpoint}',
                 lambda: answers(job_port), processes, START_TIMEOUT_S)
   except BaseException:
+    # The error names a log: it stays.
+    cluster.owns_work_dir = False
     cluster.stop()
     raise
   log(f'beam_cluster: {engine} up in {time.monotonic() - started:.1f} s: job server {endpoint}, '
       f'web UI {ui}, logs in {os.path.join(work_dir, "logs")}')
   return cluster
+
+
+def _nothing_to_stage(job_server: str) -> str:
+  """The empty jar that Beam's Spark runner stages in place of its classpath (made once)."""
+  path = os.path.join(job_server, NOTHING_TO_STAGE)
+  if not os.path.exists(path):
+    partial = f'{path}.{os.getpid()}.partial'
+    with zipfile.ZipFile(partial, 'w'):
+      pass
+    os.replace(partial, path)
+  return path
 
 
 def check_endpoint(endpoint: str, timeout_s: float = 10.0) -> str:

@@ -72,6 +72,20 @@ DIRECT_RUNNER_BASE_BYTES = 2 * 2**30
 DIRECT_RUNNER_BYTES_PER_CELL = 60
 # The growth was measured on one dataset's shape; leave room for others.
 MEMORY_HEADROOM = 1.25
+# A run on a local Flink or Spark cluster holds the cluster's JVMs too. Each process's peak
+# resident memory (GiB) at 15,002 and 1,500,200 rows of 18 columns (270,036 and 27,003,600
+# cells), the larger of parallelism 1 and 2, from `python -m benchmarks.recorded beam_engines`
+# at 8052fb7 (docs/results/beam_engines.json). `per_slot` processes run once per slot (Flink's
+# TaskManagers); the run's own process holds the SDK harness (LOOPBACK), not the data.
+# Between and past the two points a process grows linearly in cells.
+LOCAL_CLUSTER_PEAK_GB = {
+    'flink': {'distillery run': (1.57, 2.22), 'flink job server': (1.39, 1.54),
+              'flink jobmanager': (1.31, 1.07), 'per_slot flink taskmanager': (2.07, 3.23)},
+    'spark': {'distillery run': (1.32, 1.75), 'spark job server': (2.39, 2.42),
+              'spark master': (0.20, 0.21), 'spark worker': (0.19, 0.19),
+              'spark executor': (0.71, 1.61)},
+}
+LOCAL_CLUSTER_MEASURED_CELLS = (270_036, 27_003_600)
 # Written into the pipeline root, and pointed at from the home, for `distillery report`.
 RUN_RECORD_FILE_NAME = 'run.json'
 LAST_RUN_FILE_NAME = 'last_run.json'
@@ -572,27 +586,74 @@ def available_memory_bytes() -> Optional[int]:
   return available
 
 
-def check_memory(preflight: csv_preflight.Preflight) -> None:
-  """Refuses data whose local run would not fit in memory, before anything starts.
+def _grown_gb(measured: Tuple[float, float], cells: int) -> float:
+  """A process's peak (GB) at `cells`, linear in cells through the two measured points, and
+  never below the smaller one: a JVM's heap does not shrink with the data."""
+  small, large = LOCAL_CLUSTER_MEASURED_CELLS
+  at_small, at_large = measured
+  return max(min(measured), at_small + (at_large - at_small) / (large - small) * (cells - small))
+
+
+def local_cluster_bytes(engine: str, cells: int, slots: int) -> int:
+  """The peak memory of a run on a local `engine` cluster of `slots` slots over `cells` cells."""
+  return int(2**30 * sum(
+      _grown_gb(measured, cells) * (slots if role.startswith('per_slot') else 1)
+      for role, measured in LOCAL_CLUSTER_PEAK_GB[engine].items()))
+
+
+def check_memory(preflight: csv_preflight.Preflight, engine: str = 'direct',
+                 slots: int = 2, local_cluster: bool = True) -> None:
+  """Refuses data whose DirectRunner run would not fit in memory, before anything starts;
+  warns when a local cluster's JVMs may not.
+
+  A JVM takes the heap it is allowed and collects more often when it has less, so the
+  clusters' measured peaks (LOCAL_CLUSTER_PEAK_GB) are what they used, not what they need:
+  a run short of them may still pass, and is warned, not refused.
+
+  Args:
+    preflight: The checked CSV folder.
+    engine: `--beam-runner`: 'direct' keeps the data between stages in this process; 'flink'
+      and 'spark' run a local cluster's JVMs beside it.
+    slots: `--beam-parallelism` (Flink runs a TaskManager per slot).
+    local_cluster: False with `--beam-endpoint`: the cluster is elsewhere, and only the
+      run's own process (its SDK harness) is here.
 
   Raises:
-    ValueError: naming the folder, its rows and columns, the memory the run needs and
-      the memory available, and where to run instead.
+    ValueError: DirectRunner only: naming the folder, its rows and columns, the memory the
+      run needs and the memory available, and where to run instead.
   """
   rows = sum(verdict.rows for verdict in preflight.verdicts
              if verdict.status == csv_preflight.RUNS)
   cells = rows * len(preflight.header)
-  needed = DIRECT_RUNNER_BASE_BYTES + DIRECT_RUNNER_BYTES_PER_CELL * cells
   available = available_memory_bytes()
-  if available is None or needed * MEMORY_HEADROOM <= available:
+  if engine == 'direct':
+    needed = DIRECT_RUNNER_BASE_BYTES + DIRECT_RUNNER_BYTES_PER_CELL * cells
+    if available is None or needed * MEMORY_HEADROOM <= available:
+      return
+    raise ValueError(
+        f'data: {preflight.data_root} holds {rows:,} rows of {len(preflight.header)} columns. '
+        f'A local run needs about {needed / 2**30:.1f} GB of memory for that (Beam\'s '
+        f'DirectRunner keeps the data between stages in memory), and this machine has '
+        f'{available / 2**30:.1f} GB available. Run the pipeline on Flink, Spark or Dataflow '
+        '(create_pipeline(beam_pipeline_args=[...]), docs/scaling-out.md), or give '
+        '`distillery run` a sample of the rows.')
+  if local_cluster:
+    peak = local_cluster_bytes(engine, cells, slots)
+    what = f'the local {engine} cluster\'s JVMs at parallelism {slots} and this run'
+    instead = ('a lower --beam-parallelism, or --beam-endpoint for a cluster elsewhere'
+               if engine == 'flink' and slots > 1 else '--beam-endpoint for a cluster elsewhere')
+  else:
+    peak = int(2**30 * _grown_gb(LOCAL_CLUSTER_PEAK_GB[engine]['distillery run'], cells))
+    what = 'this run\'s own process, which runs the SDK harness'
+    instead = 'a machine with more memory'
+  if available is None or peak <= available:
     return
-  raise ValueError(
-      f'data: {preflight.data_root} holds {rows:,} rows of {len(preflight.header)} columns. '
-      f'A local run needs about {needed / 2**30:.1f} GB of memory for that (Beam\'s '
-      f'DirectRunner keeps the data between stages in memory), and this machine has '
-      f'{available / 2**30:.1f} GB available. Run the pipeline on Flink, Spark or Dataflow '
-      '(create_pipeline(beam_pipeline_args=[...]), docs/scaling-out.md), or give '
-      '`distillery run` a sample of the rows.')
+  progress.get_logger().warning(
+      'memory: %s rows of %d columns: %s peaked at about %.1f GB at this size where we '
+      'measured it (docs/results/beam_engines.json), and this machine has %.1f GB available. '
+      'The run may fail for memory (a Java heap error, or a process killed and named); if it '
+      'does, try %s.', f'{rows:,}', len(preflight.header), what, peak / 2**30,
+      available / 2**30, instead)
 
 
 def stage_csv(preflight: csv_preflight.Preflight, pipeline_root: str,
@@ -758,7 +819,8 @@ def beam_engine(args: argparse.Namespace) -> Iterator[Dict[str, Any]]:
         yield {'beam_runner': engine,
                'beam_endpoint': runtime_placeholders.environment_variable(
                    beam_cluster.ENDPOINT_VARIABLE),
-               'beam_parallelism': cluster.slots}
+               'beam_parallelism': cluster.slots,
+               'beam_pipeline_args': cluster.staging_args()}
     except BaseException as error:
       lost = cluster.lost()
       if lost is None:
@@ -777,7 +839,10 @@ def execute(args: argparse.Namespace) -> RunResult:
     datasets.resolve('csv', '', args.data, args.label, args.schema)
     preflight = csv_preflight.preflight_csv(args.data, args.label)
     report_preflight(preflight)
-    check_memory(preflight)
+    from tfx_distillery.pipelines import beam_cluster  # pylint: disable=g-import-not-at-top
+    check_memory(preflight, getattr(args, 'beam_runner', 'direct'),
+                 getattr(args, 'beam_parallelism', None) or beam_cluster.SLOTS,
+                 local_cluster=not getattr(args, 'beam_endpoint', None))
     if getattr(args, 'unlabelled', None):
       unlabelled = csv_preflight.preflight_unlabelled(args.unlabelled, preflight)
       report_preflight(unlabelled, 'unlabelled')

@@ -1,6 +1,7 @@
 """Test set-up shared by the whole suite."""
 
 import os
+import tempfile
 
 import pytest
 
@@ -55,6 +56,25 @@ def pytest_collection_modifyitems(config, items):
     raise ValueError(f'tests/conftest.py LONGEST_MODULES_FIRST names no such file: {missing}')
   rank = {module: position for position, module in enumerate(LONGEST_MODULES_FIRST)}
   items.sort(key=lambda item: rank.get(item.nodeid.split('::', 1)[0], len(rank)))
+
+
+@pytest.fixture(scope='session', autouse=True)
+def temporary_files_in_the_session_folder(tmp_path_factory):
+  """Every temporary file of the session under pytest's own folder: ours, TFX's, the JVMs'.
+
+  TFX packs a module file into a wheel in a folder it never removes, and a local cluster
+  killed by a fault test leaves its scratch (Flink's blob store, hundreds of MB). Under
+  pytest's folder they go when the session passes (`tmp_path_retention_policy = "failed"`),
+  and stay beside a failure to be read. CI runs on a machine whose /tmp outlives the run: a
+  full disk there failed every test at its set-up. The runs we start inherit the variables.
+  """
+  folder = tmp_path_factory.getbasetemp() / 'tmp'
+  folder.mkdir(exist_ok=True)
+  os.environ['TMPDIR'] = str(folder)
+  tempfile.tempdir = str(folder)
+  os.environ['JAVA_TOOL_OPTIONS'] = (os.environ.get('JAVA_TOOL_OPTIONS', '')
+                                     + f' -Djava.io.tmpdir={folder}').strip()
+  return folder
 
 
 @pytest.fixture(scope='session')

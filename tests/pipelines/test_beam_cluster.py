@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import time
+import zipfile
 
 import grpc
 
@@ -286,3 +287,58 @@ def test_the_flink_taskmanager_has_memory_for_beams_data_plane_and_heap(tmp_path
     # And the tasks' heap: "Java heap space" at 1.5 million rows with 205 MB of it.
     heap = [option for option in process.command if option.startswith('-Xmx')]
     assert len(heap) == 1 and int(heap[0][len('-Xmx'):]) >= 1800 * 2**20, heap
+
+
+def _scratch_cluster(work_dir, owns_work_dir):
+  """A cluster whose processes have ended, with what Flink and Spark leave in a work folder."""
+  for name in ('conf', 'logs', 'tmp', 'work/app-0/0'):
+    os.makedirs(os.path.join(work_dir, name), exist_ok=True)
+  with open(os.path.join(work_dir, 'work', 'app-0', '0', 'beam-job-server.jar'), 'wb') as jar:
+    jar.write(b'0' * 1024)
+  with open(os.path.join(work_dir, 'logs', 'worker.log'), 'w') as log:
+    log.write('started\n')
+  return beam_cluster.Cluster('spark', str(work_dir), [], '127.0.0.1:1', 'http://127.0.0.1:2',
+                              owns_work_dir=owns_work_dir)
+
+
+def test_a_stopped_cluster_removes_its_scratch_and_its_own_folder(tmp_path):
+  """Flink's blob store and Spark's application folders are hundreds of MB a job: a full
+  /tmp after a few runs failed CI. A folder start() made goes whole; a given one keeps its
+  configuration and logs; a lost process's logs stay, since the error names them."""
+  own = tmp_path / 'distillery-spark-own'
+  _scratch_cluster(own, owns_work_dir=True).stop()
+  assert not own.exists()
+
+  given = tmp_path / 'given'
+  _scratch_cluster(given, owns_work_dir=False).stop()
+  assert sorted(os.listdir(given)) == ['conf', 'logs']
+  assert os.listdir(given / 'logs') == ['worker.log']
+
+  lost_folder = tmp_path / 'distillery-spark-lost'
+  lost = _scratch_cluster(lost_folder, owns_work_dir=True)
+  lost._lost = beam_cluster.Process('spark worker', ['true'], str(lost_folder / 'logs' / 'w'))  # pylint: disable=protected-access
+  lost.stop()
+  assert sorted(os.listdir(lost_folder)) == ['conf', 'logs']
+
+
+def test_a_local_spark_cluster_stages_no_jars_its_executors_load_from_the_job_server(tmp_path):
+  """Beam's Spark runner staged the job server's 420 MB classpath to every executor for every
+  job (4-5 s a job): the executors take it from the job server's folder, and the jobs stage
+  one empty jar, which Beam's runner accepts."""
+  engine_home = beam_cluster.fetch_engine('spark', log=lambda line: None)
+  job_server = tmp_path / 'job-server'
+  processes, *_ = beam_cluster._spark_processes(  # pylint: disable=protected-access
+      engine_home, str(job_server), str(tmp_path), lambda line: None, 2)
+  server = next(process for process in processes if process.role == 'spark job server')
+  assert (f'-Dspark.executor.extraClassPath={job_server / "lib" / "*"}'
+          in server.command[:server.command.index('-cp')])
+  job_server.mkdir()
+  empty = beam_cluster._nothing_to_stage(str(job_server))  # pylint: disable=protected-access
+  cluster = beam_cluster.Cluster('spark', str(tmp_path), [], '127.0.0.1:1', '', 2,
+                                 files_to_stage=empty)
+  assert cluster.beam_pipeline_args()[-1] == f'--files_to_stage={empty}'
+  with zipfile.ZipFile(empty) as jar:
+    assert jar.namelist() == []
+  flink = beam_cluster.Cluster('flink', str(tmp_path), [], '127.0.0.1:1', '', 2)
+  assert not any(argument.startswith('--files_to_stage') for argument in
+                 flink.beam_pipeline_args())
