@@ -25,6 +25,9 @@ SAVED_MODEL_FORMAT = 'saved_model'
 NOT_A_CANDIDATE_PROPERTY = 'not_a_candidate'
 # The Pruner's per-layer sparsities (JSON), carried by the Quantizer into the gate's report.
 LAYER_SPARSITY_PROPERTY = 'layer_sparsity'
+# The built-in student's plan for each transformed feature (JSON: name -> what it became), set
+# by the Distiller and carried by the Pruner and the Quantizer into the gate's report.
+FEATURE_PLAN_PROPERTY = 'feature_plan'
 
 
 def model_format(model_artifact: artifact.Artifact) -> str:
@@ -42,7 +45,9 @@ def not_a_candidate(model_artifact: artifact.Artifact) -> Optional[str]:
 
 
 def copy_model_format(source: artifact.Artifact, target: artifact.Artifact) -> None:
-  """Carries `model_format`, `quantization` and `layer_sparsity` to another Model artifact."""
-  for name in (MODEL_FORMAT_PROPERTY, QUANTIZATION_PROPERTY, LAYER_SPARSITY_PROPERTY):
+  """Carries `model_format`, `quantization`, `layer_sparsity` and `feature_plan` to another
+  Model artifact."""
+  for name in (MODEL_FORMAT_PROPERTY, QUANTIZATION_PROPERTY, LAYER_SPARSITY_PROPERTY,
+               FEATURE_PLAN_PROPERTY):
     if source.has_custom_property(name):
       target.set_string_custom_property(name, source.get_string_custom_property(name))

@@ -9,6 +9,7 @@ from tfx.components.util import udf_utils
 from tfx.types import artifact_utils
 from tfx.types import standard_component_specs
 
+from tfx_distillery.components.common import artifacts
 from tfx_distillery.components.common import evaluation
 from tfx_distillery.components.distiller import spec as distiller_spec
 from tfx_distillery.components.distiller import training
@@ -57,6 +58,19 @@ class Executor(trainer_executor_lib.Executor):
 
   PROCESS_EXECUTOR = f'{__name__}.TrainingExecutor'
   COMPONENT_NAME = 'Distiller'
+
+  def Do(self, input_dict: Dict[str, List[types.Artifact]],
+         output_dict: Dict[str, List[types.Artifact]],
+         exec_properties: Dict[str, Any]) -> None:
+    super().Do(input_dict, output_dict, exec_properties)
+    # Training ran in this process or in workers of its own; the plan they recorded goes on
+    # the model, where the gate's report reads it.
+    plan = read_metrics(artifact_utils.get_single_uri(
+        output_dict[distiller_spec.METRICS_KEY])).get('student', {}).get('features')
+    if plan:
+      for model in output_dict[standard_component_specs.MODEL_KEY]:
+        model.set_string_custom_property(artifacts.FEATURE_PLAN_PROPERTY,
+                                         json.dumps(plan, sort_keys=True))
 
 
 def read_metrics(metrics_uri: str) -> Dict[str, Any]:

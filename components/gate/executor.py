@@ -204,6 +204,9 @@ class Executor(base_executor.BaseExecutor):
       if candidate_artifact.has_custom_property(artifacts.QUANTIZATION_PROPERTY):
         figures['quantization'] = candidate_artifact.get_string_custom_property(
             artifacts.QUANTIZATION_PROPERTY)
+      if candidate_artifact.has_custom_property(artifacts.FEATURE_PLAN_PROPERTY):
+        figures['feature_plan'] = json.loads(candidate_artifact.get_string_custom_property(
+            artifacts.FEATURE_PLAN_PROPERTY))
       if candidate_artifact.has_custom_property(artifacts.LAYER_SPARSITY_PROPERTY):
         figures['layer_sparsity'] = json.loads(candidate_artifact.get_string_custom_property(
             artifacts.LAYER_SPARSITY_PROPERTY))

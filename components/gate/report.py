@@ -239,6 +239,15 @@ def render_html(decision: Dict[str, Any], pushed_destination: Optional[str]) -> 
                     '<h2>Per-layer sparsity of the pruned candidates</h2>\n<table><tr><th>model'
                     '</th><th>weight</th><th>sparsity</th></tr>\n' + '\n'.join(sparsity_rows)
                     + '\n</table>')
+  # The built-in student's plan: one per run (the Pruner and the Quantizer carry the
+  # student's), shown from the first candidate that has it.
+  plan = next((candidate['feature_plan'] for candidate in decision['candidates']
+               if candidate.get('feature_plan')), None)
+  plan_table = ('' if not plan else
+                '<h2>What the built-in student made of each feature</h2>\n<table><tr><th>'
+                'feature</th><th>encoded as</th></tr>\n' + '\n'.join(
+                    f'<tr><td>{escape(name)}</td><td>{escape(what)}</td></tr>'
+                    for name, what in sorted(plan.items())) + '\n</table>')
   return f'''<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>tfx-distillery report</title>
 <style>body{{font-family:sans-serif;margin:2em}} table{{border-collapse:collapse}}
@@ -259,6 +268,7 @@ McNemar's test at 5% is not blessed.</p>
 {chr(10).join(rows)}
 </table>
 {sparsity_table}
+{plan_table}
 <p><img src="{PNG_FILE_NAME}" alt="accuracy vs size and latency"></p>
 </body></html>
 '''

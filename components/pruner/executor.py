@@ -159,6 +159,13 @@ class Executor(base_executor.BaseExecutor):
         input_dict[standard_component_specs.MODEL_KEY]))
     pruned_artifact = artifact_utils.get_single_instance(
         output_dict[pruner_spec.PRUNED_MODEL_KEY])
+    input_artifact = artifact_utils.get_single_instance(
+        input_dict[standard_component_specs.MODEL_KEY])
+    if input_artifact.has_custom_property(artifacts.FEATURE_PLAN_PROPERTY):
+      # Pruning keeps the student's inputs: the report still says what each feature became.
+      pruned_artifact.set_string_custom_property(
+          artifacts.FEATURE_PLAN_PROPERTY,
+          input_artifact.get_string_custom_property(artifacts.FEATURE_PLAN_PROPERTY))
     output_dir = os.path.join(pruned_artifact.uri, 'Format-Serving')
     metrics_dir = artifact_utils.get_single_uri(output_dict[pruner_spec.METRICS_KEY])
     custom_config = json.loads(exec_properties.get('custom_config') or 'null') or {}

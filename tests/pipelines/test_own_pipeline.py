@@ -22,6 +22,7 @@ from tfx import v1 as tfx
 
 from tfx_distillery.components.common import evaluation
 from tfx_distillery.components.common import measuring
+from tfx_distillery.components.gate import report
 from tfx_distillery.components.quantizer import conversion
 from tfx_distillery.components.quantizer import predict
 from tfx_distillery.pipelines import datasets
@@ -179,6 +180,14 @@ def test_the_gate_decides_and_the_pushed_model_answers_raw_examples(run):
   run_summary = summary.summarize_run(metadata_path, NAME)
   decision = run_summary.gate_decision
   assert decision['split'] == 'eval'  # TFX's taxi split is train/eval only.
+  # #84: the report says what the built-in student made of each of TFX's features, from the
+  # plan the Distiller put on its model and the Pruner and the Quantizer carried.
+  with open(os.path.join(latest_uri(metadata_path, 'AccuracyGate', 'distillery.ModelMetrics'),
+                         report.HTML_FILE_NAME)) as handle:
+    page = handle.read()
+  assert '<tr><td>fare_xf</td><td>number</td></tr>' in page, page[-3000:]
+  assert '<tr><td>pickup_census_tract_xf</td><td>left out' in page
+  assert all(candidate.get('feature_plan') for candidate in decision['candidates'])
   teacher = decision['teacher']
   if not decision['blessed']:
     # TFX's taxi Trainer at the README's 300 steps on 3,000 rows, unseeded, is sometimes

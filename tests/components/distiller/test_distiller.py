@@ -28,7 +28,8 @@ MODULES = os.path.join(os.path.dirname(__file__), 'modules')
 
 
 def run_distiller(data, teachers, output_dir, module_file=TABULAR_STUDENT, train_steps=40,
-                  num_workers=1, transfer_examples=None, statistics_uri=None, **settings):
+                  num_workers=1, transfer_examples=None, statistics_uri=None,
+                  model_artifacts=None, **settings):
   examples, graph, _ = data
   output_dir = os.path.join(output_dir, str(time.monotonic_ns()))
   outputs = {
@@ -55,6 +56,8 @@ def run_distiller(data, teachers, output_dir, module_file=TABULAR_STUDENT, train
           **{'label_column': 'species', **settings}).to_json(),
       'strategy': 'multi_worker_mirrored', 'num_workers': num_workers,
       'num_parameter_servers': 0, 'communication': 'auto'})
+  if model_artifacts is not None:
+    model_artifacts.append(outputs['model'][0])
   return (outputs['model'][0].uri, distiller_executor.read_metrics(outputs['metrics'][0].uri))
 
 
@@ -474,14 +477,18 @@ def test_a_single_class_label_is_refused_before_training_naming_the_key(teacher,
 def test_without_a_module_file_the_builtin_student_is_built_sized_and_recorded(
     data, teacher, tmp_path):
   # 41 weights learn slowly: a longer budget than the module-file tests, so the floor holds.
+  model_artifacts = []
   model_uri, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
                                      train_steps=160, train_baseline=False,
-                                     student_hidden_units=(4,))
+                                     student_hidden_units=(4,), model_artifacts=model_artifacts)
   student = tf_keras.models.load_model(os.path.join(model_uri, 'Format-Serving'))
   assert metrics['student']['hidden_units'] == [4]
   # colour: three values, then an id for a missing value and one out of the vocabulary.
   assert metrics['student']['features'] == {'colour_xf': '5 ids, embedded 3',
                                             'x1_xf': 'number', 'x2_xf': 'number'}
+  # The plan goes on the model, for the gate's report (the Pruner and Quantizer carry it).
+  assert json.loads(model_artifacts[0].get_string_custom_property(
+      artifacts.FEATURE_PLAN_PROPERTY)) == metrics['student']['features']
   assert metrics['student_parameters'] == student.count_params()
   assert metrics['student_accuracy'] > metrics['majority_accuracy'] + 0.1
   outputs = serve(model_uri, data[2][:10])

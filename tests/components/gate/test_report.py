@@ -115,3 +115,23 @@ def test_the_png_is_written_whole_beside_the_html(tmp_path):
                 'label_key': 'tips_xf'}, str(tmp_path))
   assert os.path.getsize(tmp_path / report.PNG_FILE_NAME) > 10_000
   assert not list(tmp_path.glob('*.tmp*'))
+
+
+def test_the_report_shows_what_the_builtin_student_made_of_each_feature():
+  """#84: the built-in student's plan, carried on the model, is shown once, escaped."""
+  decision = demo_decision()
+  decision.update({'blessed': True, 'eval_examples': 1000, 'left_out': []})
+  for candidate in decision['candidates']:
+    candidate['versus_teacher'] = None
+    candidate['feature_plan'] = {'trip_miles_xf': 'number',
+                                 'pickup_census_tract_xf': 'number',
+                                 'payment_type_xf': '1010 ids, embedded 8',
+                                 'company<xf>': 'left out: a string with no vocabulary'}
+  decision['teacher'].update(format='saved_model')
+  page = report.render_html(decision, None)
+  assert page.count('What the built-in student made of each feature') == 1
+  assert '<tr><td>payment_type_xf</td><td>1010 ids, embedded 8</td></tr>' in page
+  assert '<td>company&lt;xf&gt;</td>' in page
+  for candidate in decision['candidates']:
+    del candidate['feature_plan']
+  assert 'built-in student' not in report.render_html(decision, None)

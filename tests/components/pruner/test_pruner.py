@@ -49,7 +49,12 @@ def kernels(model_dir):
 
 def test_a_fixed_target_is_reached_layer_by_layer_and_the_pruned_model_still_serves(
     data, teacher, tmp_path):
-  pruned, metrics = run_pruner(data, teacher, str(tmp_path))
+  # A built-in student's plan on the input model is carried to the gate's report.
+  student = helpers.artifact(standard_artifacts.Model, teacher.uri)
+  student.set_string_custom_property(artifacts.FEATURE_PLAN_PROPERTY, '{"x1_xf": "number"}')
+  pruned, metrics = run_pruner(data, student, str(tmp_path))
+  assert pruned.get_string_custom_property(
+      artifacts.FEATURE_PLAN_PROPERTY) == '{"x1_xf": "number"}'
   model_dir = os.path.join(pruned.uri, 'Format-Serving')
   targets = metrics['layer_targets']
   assert metrics['handed_on'] == 'pruned model' and metrics['target_sparsity'] == 0.8

@@ -25,9 +25,11 @@ from tfx_distillery.components.quantizer import predict
 from tests import helpers
 
 
-def run_quantizer(data, model, output_dir, mode, **properties):
+def run_quantizer(data, model, output_dir, mode, quantized_artifacts=None, **properties):
   examples, graph, _ = data
   quantized = helpers.artifact(standard_artifacts.Model, os.path.join(output_dir, mode))
+  if quantized_artifacts is not None:
+    quantized_artifacts.append(quantized)
   metrics = helpers.artifact(artifacts.ModelMetrics, os.path.join(output_dir, mode + '-m'))
   exec_properties = {'mode': mode, 'io_type': 'float32', 'representative_samples': 50,
                      'qat_steps': 20, 'preserve_sparsity': 0, 'eval_examples': 200,
@@ -47,8 +49,13 @@ def raw_examples(data, count):
 
 def test_full_integer_tensors_really_are_int8_and_it_serves_raw_examples(
     data, teacher, tmp_path):
-  model_dir, metrics = run_quantizer(data, teacher, str(tmp_path), 'full_integer',
-                                     io_type='int8')
+  # A built-in student's plan on the input model is carried to the gate's report.
+  student, quantized = helpers.artifact(standard_artifacts.Model, teacher.uri), []
+  student.set_string_custom_property(artifacts.FEATURE_PLAN_PROPERTY, '{"x1_xf": "number"}')
+  model_dir, metrics = run_quantizer(data, student, str(tmp_path), 'full_integer',
+                                     quantized_artifacts=quantized, io_type='int8')
+  assert quantized[0].get_string_custom_property(
+      artifacts.FEATURE_PLAN_PROPERTY) == '{"x1_xf": "number"}'
   assert sorted(os.listdir(model_dir)) == ['predict.py', 'serving.json', 'shapes.py', 'tflite',
                                            'transform_graph']
   interpreter = tf.lite.Interpreter(model_path=os.path.join(model_dir, predict.MODEL_FILE_NAME))
