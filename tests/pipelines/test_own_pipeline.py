@@ -155,9 +155,16 @@ def test_the_stock_evaluator_blesses_our_student_against_the_stock_teacher(run):
   # The Evaluator blesses our student when it is within the stock config's threshold of the
   # stock teacher; where it did not, the stock teacher was at the majority class (the same
   # case the gate's test below allows), and the validation says which metric failed.
+  decision = summary.summarize_run(metadata_path, NAME).gate_decision
+  # Blessed or not, the student the Evaluator judged is no worse than a constant guess of the
+  # majority class beyond noise (the gate's McNemar on the same eval rows): a broken student
+  # beside a teacher at the majority class would otherwise pass the branch below.
+  student = next(candidate for candidate in decision['candidates']
+                 if candidate['name'] == 'student')
+  assert (student['versus_majority']['difference'] >= 0
+          or student['versus_majority']['within_noise']), student
   if not validation.validation_ok:
     assert validation.metric_validations_per_slice, validation
-    decision = summary.summarize_run(metadata_path, NAME).gate_decision
     teacher = decision['teacher']
     assert (teacher['accuracy'] <= decision['majority_accuracy']
             or teacher['versus_majority']['within_noise']), decision
