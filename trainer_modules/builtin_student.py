@@ -5,7 +5,10 @@ A stock pipeline (TFX's taxi, penguin or imdb example) needs no new module file:
 - an integer feature with a vocabulary or integer domain (or, failing those, a
   maximum in the transformed statistics) is embedded, sized from its buckets;
 - a fixed-length integer sequence (a padded text) is embedded and averaged;
-- an integer with no known range goes in as a number;
+- an integer id with no vocabulary or domain and a wide range (a census tract) is hashed
+  into HASH_BUCKETS and embedded, and goes in as a normalised number too (ids are often
+  numbered in order: tracts by area);
+- an integer with no statistics goes in as a number;
 - a string without a vocabulary, or a sparse feature, is left out, with a warning.
 One hidden layer of `hidden_units` (default 16), or the widest that fits in
 `parameter_share` of the teacher's parameters.
@@ -30,6 +33,11 @@ MAX_EMBEDDING_DIM = 8
 # Above this many ids, a range read from statistics alone (no vocabulary, no domain) is
 # more likely a number or an identifier than a category: it goes in as a number.
 MAX_STATISTICS_IDS = 1000
+# Such a wide-ranged id is hashed into this many buckets (a prime: ids that end alike, such
+# as census tracts ending in 00, would share a bucket modulo a round number), embedded in
+# HASH_DIMENSION: 127 x 4 = 508 weights, small beside the size search's smallest students.
+HASH_BUCKETS = 127
+HASH_DIMENSION = 4
 
 
 def numeric_statistics(statistics_uri: Optional[str]) -> Dict[str, object]:
@@ -94,7 +102,8 @@ def feature_columns(tf_transform_output: tft.TFTransformOutput, label_key: str,
     inputs[name] = tensor
     if buckets:
       dimension = int(min(MAX_EMBEDDING_DIM, max(2, round(buckets ** 0.25 * 2))))
-      ids = tf_keras.layers.Reshape((length,), name=f'{name}_ids')(tensor)
+      # Every id of a nested list too (a 2 x 3 grid is 6 ids), each embedded.
+      ids = tf_keras.layers.Reshape((max(1, _elements(shape)),), name=f'{name}_ids')(tensor)
       # Out-of-range ids (-1 for unknown, unseen values) share an edge bucket rather than
       # fail the lookup.
       ids = modeling.ClipIds(buckets, name=f'{name}_clip')(ids)
@@ -107,10 +116,19 @@ def feature_columns(tf_transform_output: tft.TFTransformOutput, label_key: str,
         columns.append(tf_keras.layers.Flatten(name=f'{name}_flat')(embedded))
         plan[name] = f'{buckets} ids, embedded {dimension}'
     else:
+      found = statistics.get(name)
+      # An integer that reached here has no vocabulary or domain and is too wide (or signed)
+      # to embed by its range: an id such as a census tract, or a count.
+      hashed = spec.dtype.is_integer and found is not None
+      if hashed:
+        ids = tf_keras.layers.Reshape((max(1, _elements(shape)),), name=f'{name}_ids')(tensor)
+        ids = modeling.HashIds(HASH_BUCKETS, name=f'{name}_hash')(ids)
+        embedded = tf_keras.layers.Embedding(HASH_BUCKETS, HASH_DIMENSION,
+                                             name=f'{name}_embedding')(ids)
+        columns.append(tf_keras.layers.Flatten(name=f'{name}_hashed_flat')(embedded))
       # Scaled by the statistics' mean and spread when there are some (an integer such as a
       # census tract would otherwise swamp the int8 range of everything it is joined with);
       # the layer also casts integers to floats.
-      found = statistics.get(name)
       mean = float(found.mean) if found is not None else 0.0
       spread = float(found.std_dev) if found is not None and found.std_dev > 0 else 1.0
       scaled = tf_keras.layers.Normalization(mean=mean, variance=spread ** 2, axis=None,
@@ -118,6 +136,10 @@ def feature_columns(tf_transform_output: tft.TFTransformOutput, label_key: str,
       columns.append(tf_keras.layers.Reshape((max(1, _elements(shape)),), name=f'{name}_flat')(
           scaled))
       plan[name] = 'number' if not shape or _elements(shape) == 1 else f'{_elements(shape)} numbers'
+      if hashed:
+        plan[name] = (f'id with no vocabulary or domain ({int(found.min)} to {int(found.max)}): '
+                      f'hashed into {HASH_BUCKETS} buckets, embedded {HASH_DIMENSION}, and '
+                      f'a normalised {plan[name]}')
   if not inputs:
     raise ValueError(f'Distiller (built-in student): the transform emits no dense numeric '
                      f'feature besides the label {label_key!r}: {plan}. Give a module_file.')

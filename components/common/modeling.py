@@ -431,6 +431,25 @@ class ClipIds(tf_keras.layers.Layer):
     return {**super().get_config(), 'num_ids': self.num_ids}
 
 
+class HashIds(tf_keras.layers.Layer):
+  """Integer ids hashed into [0, num_buckets) by their value modulo `num_buckets`.
+
+  For ids with no vocabulary or domain (TFX's taxi passes census tracts through as 11-digit
+  numbers). A prime `num_buckets` spreads ids that share trailing digits. FLOOR_MOD is a
+  TFLite builtin, so the int8 flatbuffer stays builtin-only.
+  """
+
+  def __init__(self, num_buckets: int, **kwargs):
+    super().__init__(**kwargs)
+    self.num_buckets = int(num_buckets)
+
+  def call(self, inputs):
+    return tf.math.floormod(inputs, tf.cast(self.num_buckets, inputs.dtype))
+
+  def get_config(self):
+    return {**super().get_config(), 'num_buckets': self.num_buckets}
+
+
 def nests_models(model: tf_keras.Model) -> bool:
   """Whether the model's graph holds whole models (an ensemble) rather than plain layers.
 
