@@ -431,6 +431,7 @@ class ClipIds(tf_keras.layers.Layer):
     return {**super().get_config(), 'num_ids': self.num_ids}
 
 
+@tf_keras.utils.register_keras_serializable(package='tfx_distillery')
 class HashIds(tf_keras.layers.Layer):
   """Integer ids hashed into [0, num_buckets) by their value modulo `num_buckets`.
 

@@ -74,7 +74,13 @@ def test_an_integer_id_with_no_vocabulary_is_hashed_embedded_and_still_a_number(
   hashed = model.get_layer('tract_xf_hash')(tf.constant(TRACTS)).numpy()
   assert len(set(hashed)) == len(TRACTS) and hashed.min() >= 0
   assert hashed.max() < builtin_student.HASH_BUCKETS
-  assert model.predict(features, verbose=0).shape == (5, 1)
+  predicted = model.predict(features, verbose=0)
+  assert predicted.shape == (5, 1)
+  # The Pruner and the Quantizer load the student back, custom layers and all.
+  model.save(str(tmp_path / 'student'), save_format='tf')
+  loaded = tf_keras.models.load_model(str(tmp_path / 'student'), compile=False)
+  assert loaded.get_layer('tract_xf_hash').num_buckets == builtin_student.HASH_BUCKETS
+  np.testing.assert_allclose(loaded.predict(features, verbose=0), predicted, rtol=1e-6)
 
   def representative():
     for index in range(5):
