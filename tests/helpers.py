@@ -98,18 +98,22 @@ def write_transformed(tf_transform_output, rows, split_dir: str) -> None:
       features = {}
       for name, values in transformed.items():
         value = values[index].numpy()
-        features[name] = (tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
-                          if values.dtype.is_integer else
-                          tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)])))
+        if values.dtype == tf.string:
+          features[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+        elif values.dtype.is_integer:
+          features[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
+        else:
+          features[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
       writer.write(tf.train.Example(
           features=tf.train.Features(feature=features)).SerializeToString())
 
 
 def transformed_artifacts(output_dir: str, train_rows: int = 800, eval_rows: int = 200,
-                          num_shards: int = 4, rows=None):
+                          num_shards: int = 4, rows=None, extra_outputs=None):
   """Examples and TransformGraph artifacts of synthetic data, as Transform lays them out.
 
-  `rows` replaces the synthetic rows (train_rows + eval_rows of them).
+  `rows` replaces the synthetic rows (train_rows + eval_rows of them). `extra_outputs`,
+  a function of the raw inputs, adds transformed features to the tabular transform's.
 
   Returns:
     (examples artifact, transform graph artifact, raw eval rows).
@@ -118,7 +122,8 @@ def transformed_artifacts(output_dir: str, train_rows: int = 800, eval_rows: int
   from tfx_distillery.trainer_modules import tabular_transform
 
   def preprocessing_fn(inputs):
-    return tabular_transform.preprocessing_fn(inputs, {'label_column': 'species'})
+    outputs = tabular_transform.preprocessing_fn(inputs, {'label_column': 'species'})
+    return {**outputs, **(extra_outputs(inputs) if extra_outputs else {})}
 
   rows = rows or synthetic_rows(train_rows + eval_rows)
   tf_transform_output, pattern = run_transform(
@@ -165,8 +170,9 @@ def artifact(artifact_class, uri: str):
   return instance
 
 
-def train_synthetic_teacher(data, output_dir: str, train_steps: int = 60):
-  """Trains the tabular teacher on `transformed_artifacts` data; returns its Model artifact."""
+def train_synthetic_teacher(data, output_dir: str, train_steps: int = 60, module_file=None):
+  """Trains the tabular teacher (or `module_file`'s) on `transformed_artifacts` data; returns
+  its Model artifact."""
   import json
   from tfx.types import standard_artifacts
   from tfx_distillery.components.distributed_trainer import executor as trainer_executor
@@ -179,7 +185,7 @@ def train_synthetic_teacher(data, output_dir: str, train_steps: int = 60):
       {'model': [model], 'model_run': [model_run]},
       {'train_args': json.dumps({'num_steps': train_steps}),
        'eval_args': json.dumps({'num_steps': 2}),
-       'module_file': datasets.module_file('tabular_teacher'),
+       'module_file': module_file or datasets.module_file('tabular_teacher'),
        'custom_config': json.dumps({'label_column': 'species', 'epochs': 2, 'batch_size': 32}),
        'strategy': 'one_device', 'num_workers': 1, 'num_parameter_servers': 0,
        'communication': 'auto'})

@@ -9,13 +9,16 @@ A stock pipeline (TFX's taxi, penguin or imdb example) needs no new module file:
   into HASH_BUCKETS and embedded, and goes in as a normalised number too (ids are often
   numbered in order: tracts by area);
 - an integer with no statistics goes in as a number;
-- a string without a vocabulary, or a sparse feature, is left out, with a warning.
+- a string passed through with no vocabulary is embedded by its most frequent values in the
+  statistics (at most STRING_VOCABULARY_LIMIT, the rest sharing one id); a string whose
+  values are too many for that (free text) is refused by name before training;
+- a sparse feature, or a string with no statistics, is left out, with a warning.
 One hidden layer of `hidden_units` (default 16), or the widest that fits in
 `parameter_share` of the teacher's parameters.
 """
 
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tf_keras
@@ -38,6 +41,11 @@ MAX_STATISTICS_IDS = 1000
 # HASH_DIMENSION: 127 x 4 = 508 weights, small beside the size search's smallest students.
 HASH_BUCKETS = 127
 HASH_DIMENSION = 4
+# A passed-through string keeps at most this many of its most frequent values (TFDV's rank
+# histogram holds 1,000 by default); they must cover at least STRING_MIN_COVERAGE of its
+# values, or the string is more like free text than a category, and is refused.
+STRING_VOCABULARY_LIMIT = 1000
+STRING_MIN_COVERAGE = 0.5
 
 
 def numeric_statistics(statistics_uri: Optional[str]) -> Dict[str, object]:
@@ -57,6 +65,52 @@ def numeric_statistics(statistics_uri: Optional[str]) -> Dict[str, object]:
       if feature.HasField('num_stats'):
         found[feature.path.step[-1] if feature.path.step else feature.name] = feature.num_stats
   return found
+
+
+def string_statistics(statistics_uri: Optional[str]) -> Dict[str, object]:
+  """Each transformed string feature's `string_stats` on the train split (empty without)."""
+  if not statistics_uri:
+    return {}
+  from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=g-import-not-at-top
+  path = labels.statistics_file(statistics_uri)
+  if path is None:
+    return {}
+  statistics = statistics_pb2.DatasetFeatureStatisticsList()
+  with tf.io.gfile.GFile(path, 'rb') as handle:
+    statistics.ParseFromString(handle.read())
+  return {feature.path.step[-1] if feature.path.step else feature.name: feature.string_stats
+          for dataset in statistics.datasets for feature in dataset.features
+          if feature.HasField('string_stats')}
+
+
+class UnencodableFeature(ValueError):
+  """A transformed feature the built-in student has no encoding for (refused before training)."""
+
+
+def string_vocabulary(name: str, found) -> Tuple[List[str], str]:
+  """The values a passed-through string is embedded by, and what the plan says of them.
+
+  Raises:
+    UnencodableFeature: when its STRING_VOCABULARY_LIMIT most frequent values cover less
+      than STRING_MIN_COVERAGE of its values: free text, which a vocabulary can not hold.
+  """
+  ranked = sorted(found.rank_histogram.buckets, key=lambda bucket: -bucket.sample_count)
+  kept = ranked[:STRING_VOCABULARY_LIMIT]
+  total = found.common_stats.tot_num_values or (
+      found.common_stats.num_non_missing * found.common_stats.avg_num_values)
+  covered = sum(bucket.sample_count for bucket in kept) / total if total else 0.0
+  if not kept or covered < STRING_MIN_COVERAGE:
+    raise UnencodableFeature(
+        f'Distiller (built-in student): transformed feature {name!r} is a string with '
+        f'{found.unique} distinct values (average length {found.avg_length:.0f}); its '
+        f'{len(kept)} most frequent cover {covered:.0%} of its values, under the '
+        f'{STRING_MIN_COVERAGE:.0%} a vocabulary of at most {STRING_VOCABULARY_LIMIT} must '
+        f'cover: it reads as free text. Split it into tokens in the preprocessing_fn '
+        f'(tf.strings.split, tft.compute_and_apply_vocabulary), leave it out of the '
+        f'transform\'s outputs, or give the Distiller a module_file.')
+  vocabulary = [bucket.label for bucket in kept]
+  return vocabulary, (f'string with no vocabulary: its {len(vocabulary)} most frequent values '
+                      f'(of {found.unique}, {covered:.0%} of its values)')
 
 
 def integer_buckets(tf_transform_output: tft.TFTransformOutput, name: str, length: int,
@@ -84,6 +138,7 @@ def feature_columns(tf_transform_output: tft.TFTransformOutput, label_key: str,
   """(inputs by name, encoded columns, what each feature became) for every feature but the label."""
   inputs, columns, plan = {}, [], {}
   statistics = numeric_statistics(statistics_uri)
+  strings = string_statistics(statistics_uri)
   for name, spec in sorted(tf_transform_output.transformed_feature_spec().items()):
     if name == label_key:
       continue
@@ -91,11 +146,26 @@ def feature_columns(tf_transform_output: tft.TFTransformOutput, label_key: str,
     if not isinstance(spec, tf.io.FixedLenFeature):
       plan[name] = f'left out: {type(spec).__name__} (sparse); make it dense to use it'
       continue
-    if spec.dtype == tf.string:
-      plan[name] = 'left out: a string with no vocabulary (tft.compute_and_apply_vocabulary)'
-      continue
     shape = tuple(spec.shape)
     length = int(shape[0]) if shape else 1
+    if spec.dtype == tf.string:
+      if name not in strings:
+        plan[name] = ('left out: a string with no vocabulary and no statistics to make one '
+                      'from (tft.compute_and_apply_vocabulary)')
+        continue
+      vocabulary, described = string_vocabulary(name, strings[name])
+      tensor = tf_keras.Input(shape=shape, name=name, dtype=tf.string)
+      inputs[name] = tensor
+      dimension = int(min(MAX_EMBEDDING_DIM, max(2, round((len(vocabulary) + 1) ** 0.25 * 2))))
+      # Every value of a nested list too, each looked up and embedded.
+      values = tf_keras.layers.Reshape((max(1, _elements(shape)),), name=f'{name}_values')(
+          tensor)
+      ids = modeling.StringIds(vocabulary, name=f'{name}_lookup')(values)
+      embedded = tf_keras.layers.Embedding(len(vocabulary) + 1, dimension,
+                                           name=f'{name}_embedding')(ids)
+      columns.append(tf_keras.layers.Flatten(name=f'{name}_flat')(embedded))
+      plan[name] = f'{described}, embedded {dimension}; the others share one id'
+      continue
     buckets = integer_buckets(tf_transform_output, name, length, statistics) if (
         spec.dtype.is_integer) else None
     tensor = tf_keras.Input(shape=shape, name=name, dtype=spec.dtype)

@@ -8,7 +8,7 @@ the transform graph applied inside, logits, probabilities and classes out.
 import dataclasses
 import json
 import os
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tf_keras
@@ -449,6 +449,33 @@ class HashIds(tf_keras.layers.Layer):
 
   def get_config(self):
     return {**super().get_config(), 'num_buckets': self.num_buckets}
+
+
+@tf_keras.utils.register_keras_serializable(package='tfx_distillery')
+class StringIds(tf_keras.layers.Layer):
+  """Strings to ids by a vocabulary the layer holds: 0 for a value it lacks, 1 + rank for one
+  it has.
+
+  For a string a transform passes through with no vocabulary. A hash of a string
+  (tf.strings.to_hash_bucket_fast) has no TFLite builtin, so the int8 flatbuffer could not
+  take it; EQUAL against constant keys and ARG_MAX are builtins (as in
+  `trainer_modules/base.vocabulary_ids`).
+  """
+
+  def __init__(self, vocabulary: Sequence[str], **kwargs):
+    super().__init__(**kwargs)
+    self.vocabulary = [str(value) for value in vocabulary]
+
+  def call(self, inputs):
+    keys = tf.constant(self.vocabulary, tf.string)
+    matches = tf.cast(tf.equal(tf.expand_dims(inputs, -1), keys), tf.int32)
+    # A leading column that never matches: no match leaves every column at 0, and ARG_MAX
+    # takes the first, which is id 0.
+    hits = tf.concat([tf.zeros_like(matches[..., :1]), matches], axis=-1)
+    return tf.argmax(hits, axis=-1, output_type=tf.int64)
+
+  def get_config(self):
+    return {**super().get_config(), 'vocabulary': list(self.vocabulary)}
 
 
 def nests_models(model: tf_keras.Model) -> bool:

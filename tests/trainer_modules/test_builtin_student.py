@@ -4,6 +4,7 @@ output and TFDV statistics, down to the int8 flatbuffer it must convert to."""
 import os
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tf_keras
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -31,7 +32,7 @@ class _TransformOutput:
     raise ValueError(f'{name} has no vocabulary')
 
 
-def write_statistics(folder, numbers):
+def write_statistics(folder, numbers, strings=None):
   statistics = statistics_pb2.DatasetFeatureStatisticsList()
   dataset = statistics.datasets.add(num_examples=100)
   for name, (low, high, mean, spread) in numbers.items():
@@ -39,6 +40,14 @@ def write_statistics(folder, numbers):
     feature.path.step.append(name)
     feature.num_stats.min, feature.num_stats.max = low, high
     feature.num_stats.mean, feature.num_stats.std_dev = mean, spread
+  # A string's values and their counts, as TFDV's rank histogram gives them.
+  for name, (counts, unique) in (strings or {}).items():
+    feature = dataset.features.add()
+    feature.path.step.append(name)
+    feature.string_stats.unique = unique
+    feature.string_stats.common_stats.tot_num_values = 100
+    for value, count in counts.items():
+      feature.string_stats.rank_histogram.buckets.add(label=value, sample_count=count)
   os.makedirs(os.path.join(folder, 'Split-train'))
   with open(os.path.join(folder, 'Split-train', 'FeatureStats.pb'), 'wb') as handle:
     handle.write(statistics.SerializeToString())
@@ -92,3 +101,52 @@ def test_an_integer_id_with_no_vocabulary_is_hashed_embedded_and_still_a_number(
   interpreter = tf.lite.Interpreter(model_content=flatbuffer)
   assert not [op for op in interpreter._get_ops_details()  # pylint: disable=protected-access
               if op['op_name'].startswith('Flex')]
+
+
+def test_a_passed_through_string_is_embedded_by_its_frequent_values_down_to_int8(tmp_path):
+  spec = {'payment_xf': tf.io.FixedLenFeature([], tf.string),
+          'fare_xf': tf.io.FixedLenFeature([], tf.float32),
+          'label': tf.io.FixedLenFeature([], tf.int64)}
+  statistics_uri = write_statistics(
+      tmp_path / 'statistics', {'fare_xf': (-2.0, 3.0, 0.0, 1.0)},
+      {'payment_xf': ({'Cash': 60, 'Credit Card': 35, 'No Charge': 3}, 4)})
+  inputs, columns, plan = builtin_student.feature_columns(_TransformOutput(spec), 'label',
+                                                          statistics_uri)
+  assert plan['payment_xf'] == ('string with no vocabulary: its 3 most frequent values (of 4, '
+                                '98% of its values), embedded 3; the others share one id')
+  logits = tf_keras.layers.Dense(1)(tf_keras.layers.Concatenate()(columns))
+  model = tf_keras.Model(inputs, logits)
+  features = {'payment_xf': np.array([b'Cash', b'Credit Card', b'Dispute', b'No Charge']),
+              'fare_xf': np.linspace(-1, 1, 4).astype(np.float32)}
+  # Each kept value has its own id (1 + its rank); one the vocabulary lacks gets 0.
+  ids = model.get_layer('payment_xf_lookup')(tf.constant(features['payment_xf'])).numpy()
+  assert ids.tolist() == [1, 2, 0, 3]
+  predicted = model.predict(features, verbose=0)
+  model.save(str(tmp_path / 'student'), save_format='tf')
+  loaded = tf_keras.models.load_model(str(tmp_path / 'student'), compile=False)
+  np.testing.assert_allclose(loaded.predict(features, verbose=0), predicted, rtol=1e-6)
+
+  def representative():
+    for index in range(4):
+      yield {name: value[index:index + 1] for name, value in features.items()}
+
+  # No hash op: EQUAL and ARG_MAX are TFLite builtins, so the int8 flatbuffer needs no Flex.
+  flatbuffer = conversion.convert(model, 'full_integer', representative, strict_int8=False)
+  interpreter = tf.lite.Interpreter(model_content=flatbuffer)
+  assert not [op for op in interpreter._get_ops_details()  # pylint: disable=protected-access
+              if op['op_name'].startswith('Flex')]
+  runner = interpreter.get_signature_runner()
+  served = runner(**{name: value[2:3] for name, value in features.items()})
+  assert np.asarray(next(iter(served.values()))).shape == (1, 1)
+
+
+def test_a_string_too_varied_for_a_vocabulary_is_refused_by_name(tmp_path):
+  spec = {'comment_xf': tf.io.FixedLenFeature([], tf.string),
+          'label': tf.io.FixedLenFeature([], tf.int64)}
+  # Free text: every value is seen about once, so 1,000 kept values cover too little.
+  statistics_uri = write_statistics(
+      tmp_path / 'statistics', {},
+      {'comment_xf': ({f'a comment number {index}': 1 for index in range(40)}, 100)})
+  with pytest.raises(builtin_student.UnencodableFeature,
+                     match=r"'comment_xf' is a string with 100 distinct values.*cover 40%"):
+    builtin_student.feature_columns(_TransformOutput(spec), 'label', statistics_uri)
