@@ -12,7 +12,8 @@ A stock pipeline (TFX's taxi, penguin or imdb example) needs no new module file:
 - a string passed through with no vocabulary is embedded by its most frequent values in the
   statistics (at most STRING_VOCABULARY_LIMIT, the rest sharing one id); a string whose
   values are too many for that (free text) is refused by name before training;
-- a sparse feature, or a string with no statistics, is left out, with a warning.
+- a sparse feature, a string with no statistics or one with a single value, is left out,
+  with a warning.
 One hidden layer of `hidden_units` (default 16), or the widest that fits in
 `parameter_share` of the teacher's parameters.
 """
@@ -152,6 +153,12 @@ def feature_columns(tf_transform_output: tft.TFTransformOutput, label_key: str,
       if name not in strings:
         plan[name] = ('left out: a string with no vocabulary and no statistics to make one '
                       'from (tft.compute_and_apply_vocabulary)')
+        continue
+      if strings[name].unique <= 1:
+        # Nothing to learn from: a column empty in every row (TFX's taxi census tracts in a
+        # sample where none is given) reads as one string.
+        plan[name] = (f'left out: a string with {strings[name].unique} value in the '
+                      'statistics (nothing to learn from)')
         continue
       vocabulary, described = string_vocabulary(name, strings[name])
       tensor = tf_keras.Input(shape=shape, name=name, dtype=tf.string)

@@ -105,13 +105,18 @@ def test_an_integer_id_with_no_vocabulary_is_hashed_embedded_and_still_a_number(
 
 def test_a_passed_through_string_is_embedded_by_its_frequent_values_down_to_int8(tmp_path):
   spec = {'payment_xf': tf.io.FixedLenFeature([], tf.string),
+          'tract_xf': tf.io.FixedLenFeature([], tf.string),
           'fare_xf': tf.io.FixedLenFeature([], tf.float32),
           'label': tf.io.FixedLenFeature([], tf.int64)}
   statistics_uri = write_statistics(
       tmp_path / 'statistics', {'fare_xf': (-2.0, 3.0, 0.0, 1.0)},
-      {'payment_xf': ({'Cash': 60, 'Credit Card': 35, 'No Charge': 3}, 4)})
+      {'payment_xf': ({'Cash': 60, 'Credit Card': 35, 'No Charge': 3}, 4),
+       # Empty in every row of a sample (TFX's taxi census tracts): one value, nothing to learn.
+       'tract_xf': ({'': 100}, 1)})
   inputs, columns, plan = builtin_student.feature_columns(_TransformOutput(spec), 'label',
                                                           statistics_uri)
+  assert plan['tract_xf'].startswith('left out: a string with 1 value') and (
+      'tract_xf' not in inputs)
   assert plan['payment_xf'] == ('string with no vocabulary: its 3 most frequent values (of 4, '
                                 '98% of its values), embedded 3; the others share one id')
   logits = tf_keras.layers.Dense(1)(tf_keras.layers.Concatenate()(columns))
