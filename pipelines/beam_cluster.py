@@ -450,10 +450,12 @@ class Cluster:
     return cancelled
 
   def stop(self, timeout_s: Optional[float] = None) -> None:
-    """Ends every process: SIGTERM, then SIGKILL after `timeout_s`.
+    """Ends every process: SIGTERM, then SIGKILL after `timeout_s`; then removes the scratch.
 
     By default STOP_TIMEOUT_S, or LOST_STOP_TIMEOUT_S once a process was lost. Safe from two
-    threads at once (a watchdog and the run): the second waits for the first.
+    threads at once (a watchdog and the run): the second waits for the first. The work folder
+    goes whole when `start()` made it; a caller's folder keeps KEPT_AFTER_STOP, and a lost
+    process's logs stay, since the error names them (`_remove_scratch`).
     """
     if timeout_s is None:
       timeout_s = LOST_STOP_TIMEOUT_S if self._lost is not None else STOP_TIMEOUT_S

@@ -49,8 +49,9 @@ STRING_VOCABULARY_LIMIT = 1000
 STRING_MIN_COVERAGE = 0.5
 
 
-def numeric_statistics(statistics_uri: Optional[str]) -> Dict[str, object]:
-  """Each transformed feature's `num_stats` on the train split (empty without statistics)."""
+def feature_statistics(statistics_uri: Optional[str], kind: str) -> Dict[str, object]:
+  """Each transformed feature's `kind` statistics (`num_stats` or `string_stats`) on the
+  train split, by feature name; empty without statistics."""
   if not statistics_uri:
     return {}
   from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=g-import-not-at-top
@@ -60,28 +61,9 @@ def numeric_statistics(statistics_uri: Optional[str]) -> Dict[str, object]:
   statistics = statistics_pb2.DatasetFeatureStatisticsList()
   with tf.io.gfile.GFile(path, 'rb') as handle:
     statistics.ParseFromString(handle.read())
-  found = {}
-  for dataset in statistics.datasets:
-    for feature in dataset.features:
-      if feature.HasField('num_stats'):
-        found[feature.path.step[-1] if feature.path.step else feature.name] = feature.num_stats
-  return found
-
-
-def string_statistics(statistics_uri: Optional[str]) -> Dict[str, object]:
-  """Each transformed string feature's `string_stats` on the train split (empty without)."""
-  if not statistics_uri:
-    return {}
-  from tensorflow_metadata.proto.v0 import statistics_pb2  # pylint: disable=g-import-not-at-top
-  path = labels.statistics_file(statistics_uri)
-  if path is None:
-    return {}
-  statistics = statistics_pb2.DatasetFeatureStatisticsList()
-  with tf.io.gfile.GFile(path, 'rb') as handle:
-    statistics.ParseFromString(handle.read())
-  return {feature.path.step[-1] if feature.path.step else feature.name: feature.string_stats
+  return {feature.path.step[-1] if feature.path.step else feature.name: getattr(feature, kind)
           for dataset in statistics.datasets for feature in dataset.features
-          if feature.HasField('string_stats')}
+          if feature.HasField(kind)}
 
 
 class UnencodableFeature(ValueError):
@@ -138,8 +120,8 @@ def feature_columns(tf_transform_output: tft.TFTransformOutput, label_key: str,
                     statistics_uri: Optional[str] = None):
   """(inputs by name, encoded columns, what each feature became) for every feature but the label."""
   inputs, columns, plan = {}, [], {}
-  statistics = numeric_statistics(statistics_uri)
-  strings = string_statistics(statistics_uri)
+  statistics = feature_statistics(statistics_uri, 'num_stats')
+  strings = feature_statistics(statistics_uri, 'string_stats')
   for name, spec in sorted(tf_transform_output.transformed_feature_spec().items()):
     if name == label_key:
       continue

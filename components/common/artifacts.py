@@ -44,10 +44,15 @@ def not_a_candidate(model_artifact: artifact.Artifact) -> Optional[str]:
   return None
 
 
+def carry_properties(source: artifact.Artifact, target: artifact.Artifact, *names: str) -> None:
+  """Copies the string custom properties `names` that `source` has to `target`."""
+  for name in names:
+    if source.has_custom_property(name):
+      target.set_string_custom_property(name, source.get_string_custom_property(name))
+
+
 def copy_model_format(source: artifact.Artifact, target: artifact.Artifact) -> None:
   """Carries `model_format`, `quantization`, `layer_sparsity` and `feature_plan` to another
   Model artifact."""
-  for name in (MODEL_FORMAT_PROPERTY, QUANTIZATION_PROPERTY, LAYER_SPARSITY_PROPERTY,
-               FEATURE_PLAN_PROPERTY):
-    if source.has_custom_property(name):
-      target.set_string_custom_property(name, source.get_string_custom_property(name))
+  carry_properties(source, target, MODEL_FORMAT_PROPERTY, QUANTIZATION_PROPERTY,
+                   LAYER_SPARSITY_PROPERTY, FEATURE_PLAN_PROPERTY)

@@ -161,11 +161,8 @@ class Executor(base_executor.BaseExecutor):
         output_dict[pruner_spec.PRUNED_MODEL_KEY])
     input_artifact = artifact_utils.get_single_instance(
         input_dict[standard_component_specs.MODEL_KEY])
-    if input_artifact.has_custom_property(artifacts.FEATURE_PLAN_PROPERTY):
-      # Pruning keeps the student's inputs: the report still says what each feature became.
-      pruned_artifact.set_string_custom_property(
-          artifacts.FEATURE_PLAN_PROPERTY,
-          input_artifact.get_string_custom_property(artifacts.FEATURE_PLAN_PROPERTY))
+    # Pruning keeps the student's inputs: the report still says what each feature became.
+    artifacts.carry_properties(input_artifact, pruned_artifact, artifacts.FEATURE_PLAN_PROPERTY)
     output_dir = os.path.join(pruned_artifact.uri, 'Format-Serving')
     metrics_dir = artifact_utils.get_single_uri(output_dict[pruner_spec.METRICS_KEY])
     custom_config = json.loads(exec_properties.get('custom_config') or 'null') or {}

@@ -112,10 +112,8 @@ class Executor(base_executor.BaseExecutor):
     # Format-Serving, as Trainer lays out a Model: Pusher pushes that folder as it is.
     output_dir = os.path.join(quantized_artifact.uri, 'Format-Serving')
     metrics_dir = artifact_utils.get_single_uri(output_dict[quantizer_spec.METRICS_KEY])
-    for carried in (artifacts.LAYER_SPARSITY_PROPERTY, artifacts.FEATURE_PLAN_PROPERTY):
-      if input_artifact.has_custom_property(carried):
-        quantized_artifact.set_string_custom_property(
-            carried, input_artifact.get_string_custom_property(carried))
+    artifacts.carry_properties(input_artifact, quantized_artifact,
+                               artifacts.LAYER_SPARSITY_PROPERTY, artifacts.FEATURE_PLAN_PROPERTY)
     left_out = artifacts.not_a_candidate(input_artifact)
     if left_out and exec_properties.get(quantizer_spec.SKIP_NOT_A_CANDIDATE_KEY):
       # The Pruner handed on its input unchanged (or a model that ships no smaller): another

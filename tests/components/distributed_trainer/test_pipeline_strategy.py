@@ -177,11 +177,11 @@ def test_four_stages_of_eight_micro_batches_recomputing_train_one_devices_weight
   trains_one_devices_weights(['4,8,r'])
 
 
-@pytest.mark.e2e  # long: 20 trainings (make test-e2e); the benchmark measures the same grid
+@pytest.mark.e2e  # long: 18 trainings (make test-e2e); the benchmark measures the same grid
 def test_every_stage_and_micro_batch_count_trains_one_devices_weights():
-  """S = 1, 2, 4 and M = 1, 4, 8, and S = 4, M = 8 with recomputation."""
-  trains_one_devices_weights(['1,1', '1,4', '1,8', '2,1', '2,4', '2,8', '4,1', '4,4', '4,8',
-                              '4,8,r'])
+  """S = 1, 2, 4 and M = 1, 4, 8. S = 4, M = 8 with recomputation is make test's, above: the
+  same check, so the long suite does not train it twice (#82)."""
+  trains_one_devices_weights(['1,1', '1,4', '1,8', '2,1', '2,4', '2,8', '4,1', '4,4', '4,8'])
 
 
 def test_the_trainer_runs_a_stock_style_chain_in_stages_on_logical_devices(data, tmp_path):
