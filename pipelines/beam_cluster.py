@@ -73,6 +73,13 @@ CACHE_VARIABLE = 'DISTILLERY_ENGINE_CACHE'
 # Bounds: a fetch (hundreds of MB), a process to answer, a job server to accept jobs.
 FETCH_TIMEOUT_S = 1800
 START_TIMEOUT_S = 120
+# Ports are chosen free, then released for the processes to bind: another process (a second
+# local cluster started in the same few seconds) can take one in between. A start whose port
+# was taken starts again on new ports, this many times in all.
+START_ATTEMPTS = 3
+# Beam's job servers listen on this port by default; Flink's REST API (8081) is a common
+# mistake for it.
+DEFAULT_JOB_PORT = 8099
 STOP_TIMEOUT_S = 30
 # After a lost process the cluster is of no more use: its jobs are cancelled and its
 # processes stopped within these, so that the run ends soon after it names the loss.
@@ -307,11 +314,34 @@ def free_ports(count: int) -> List[int]:
 
 
 def answers(port: int, host: str = LOOPBACK, timeout: float = 2.0) -> bool:
+  """Whether anything accepts a TCP connection on `port`: a listener, of any process."""
   try:
     with socket.create_connection((host, port), timeout=timeout):
       return True
   except OSError:
     return False
+
+
+def _get_jobs(endpoint: str, timeout_s: float) -> Optional[list]:
+  """The job server's jobs (Beam's Job API GetJobs), or None when no job server answers."""
+  import grpc  # pylint: disable=g-import-not-at-top
+  from apache_beam.portability.api import beam_job_api_pb2  # pylint: disable=g-import-not-at-top
+  from apache_beam.portability.api import beam_job_api_pb2_grpc  # pylint: disable=g-import-not-at-top
+  with grpc.insecure_channel(endpoint) as channel:
+    try:
+      return list(beam_job_api_pb2_grpc.JobServiceStub(channel).GetJobs(
+          beam_job_api_pb2.GetJobsRequest(), timeout=timeout_s).job_info)
+    except grpc.RpcError:
+      return None
+
+
+def job_server_answers(endpoint: str, timeout_s: float = 2.0) -> bool:
+  """Whether a Beam job server answers Beam's Job API at `endpoint` within `timeout_s`.
+
+  A TCP connection is not enough: another process may hold the port, such as a second local
+  cluster that chose the same free port, or Flink's own REST API given as the endpoint.
+  """
+  return _get_jobs(endpoint, timeout_s) is not None
 
 
 @dataclasses.dataclass
@@ -412,15 +442,8 @@ class Cluster:
 
     Empty when the job server does not answer within `timeout_s`.
     """
-    import grpc  # pylint: disable=g-import-not-at-top
     from apache_beam.portability.api import beam_job_api_pb2  # pylint: disable=g-import-not-at-top
-    from apache_beam.portability.api import beam_job_api_pb2_grpc  # pylint: disable=g-import-not-at-top
-    with grpc.insecure_channel(self.endpoint) as channel:
-      try:
-        found = beam_job_api_pb2_grpc.JobServiceStub(channel).GetJobs(
-            beam_job_api_pb2.GetJobsRequest(), timeout=timeout_s).job_info
-      except grpc.RpcError:
-        return []
+    found = _get_jobs(self.endpoint, timeout_s) or []
     return [{'id': job.job_id, 'name': job.job_name,
              'state': beam_job_api_pb2.JobState.Enum.Name(job.state)} for job in found]
 
@@ -641,7 +664,7 @@ def _wait_until(what: str, ready, processes: List[Process], timeout_s: float) ->
     for process in processes:
       if not process.alive():
         raise ClusterError(f'{process.role} exited with status {process.popen.returncode} '
-                           f'before {what}; its log ({process.log_path}) ends:\n'
+                           f'before {what}.\nIts log ({process.log_path}) ends:\n'
                            f'{process.tail()}')
     if ready():
       return
@@ -659,7 +682,7 @@ def _rest_json(url: str) -> Optional[dict]:
 
 
 def _flink_processes(engine_home: str, job_server: str, work_dir: str, log,
-                     slots: int) -> (List[Process], str, str, callable):
+                     slots: int) -> (List[Process], str, str, callable, List[int]):
   rpc_port, rest_port, job_port, artifact_port, expansion_port = free_ports(5)
   conf_dir = os.path.join(work_dir, 'conf')
   os.makedirs(conf_dir, exist_ok=True)
@@ -724,11 +747,12 @@ def _flink_processes(engine_home: str, job_server: str, work_dir: str, log,
   def cluster_ready() -> bool:
     overview = _rest_json(f'http://{LOOPBACK}:{rest_port}/overview') or {}
     return overview.get('slots-total', 0) >= slots
-  return processes, f'{LOOPBACK}:{job_port}', f'http://{LOOPBACK}:{rest_port}', cluster_ready
+  return (processes, f'{LOOPBACK}:{job_port}', f'http://{LOOPBACK}:{rest_port}', cluster_ready,
+          [rpc_port, rest_port, job_port, artifact_port, expansion_port])
 
 
 def _spark_processes(engine_home: str, job_server: str, work_dir: str, log,
-                     slots: int) -> (List[Process], str, str, callable):
+                     slots: int) -> (List[Process], str, str, callable, List[int]):
   master_port, master_ui, worker_ui, job_port, artifact_port, expansion_port = free_ports(6)
   spark_classpath = [os.path.join(engine_home, 'jars', '*')]
   logs = os.path.join(work_dir, 'logs')
@@ -756,7 +780,8 @@ def _spark_processes(engine_home: str, job_server: str, work_dir: str, log,
   def cluster_ready() -> bool:
     state = _rest_json(f'http://{LOOPBACK}:{master_ui}/json/') or {}
     return state.get('aliveworkers', 0) >= 1 and state.get('cores', 0) >= slots
-  return processes, f'{LOOPBACK}:{job_port}', f'http://{LOOPBACK}:{master_ui}', cluster_ready
+  return (processes, f'{LOOPBACK}:{job_port}', f'http://{LOOPBACK}:{master_ui}', cluster_ready,
+          [master_port, master_ui, worker_ui, job_port, artifact_port, expansion_port])
 
 
 def start(engine: str, work_dir: Optional[str] = None, log=print,
@@ -771,13 +796,15 @@ def start(engine: str, work_dir: Optional[str] = None, log=print,
       `--parallelism` is the same.
 
   Returns:
-    The running Cluster; its `endpoint` takes Beam jobs. Stop it with `stop()` (or use it
-    as a context manager).
+    The running Cluster; its `endpoint` takes Beam jobs (it answered Beam's Job API). Stop
+    it with `stop()` (or use it as a context manager).
 
   Raises:
     ValueError: an engine we do not support.
     ClusterError: no suitable Java, a fetch that failed, or a process that did not come up
-      within its bound (naming it, with the end of its log).
+      within its bound (naming it, with the end of its log). A start that failed because
+      another process took one of its ports starts again on new ports, up to
+      START_ATTEMPTS times in all.
   """
   check_engine(engine)
   if not isinstance(slots, int) or slots < 1:
@@ -789,8 +816,30 @@ def start(engine: str, work_dir: Optional[str] = None, log=print,
   owns_work_dir = not work_dir
   work_dir = work_dir or tempfile.mkdtemp(prefix=f'distillery-{engine}-')
   os.makedirs(os.path.join(work_dir, 'logs'), exist_ok=True)
+  attempt = 1
+  while True:
+    try:
+      return _start_once(engine, engine_home, job_server, work_dir, owns_work_dir, log, slots)
+    except _PortTaken as taken:
+      if attempt == START_ATTEMPTS:
+        raise ClusterError(f'{taken}; the same on each of {START_ATTEMPTS} starts, on new '
+                           f'ports each time. Logs in {os.path.join(work_dir, "logs")}.'
+                           ) from taken
+      attempt += 1
+      log(f'beam_cluster: {taken}; starting again on new ports ({attempt} of '
+          f'{START_ATTEMPTS})')
+
+
+class _PortTaken(ClusterError):
+  """A start that failed while another process held one of the ports chosen for it."""
+
+
+def _start_once(engine: str, engine_home: str, job_server: str, work_dir: str,
+                owns_work_dir: bool, log, slots: int) -> Cluster:
+  """One start on newly chosen ports; `_PortTaken` when another process held one of them."""
   build = _flink_processes if engine == 'flink' else _spark_processes
-  processes, endpoint, ui, cluster_ready = build(engine_home, job_server, work_dir, log, slots)
+  processes, endpoint, ui, cluster_ready, chosen_ports = build(
+      engine_home, job_server, work_dir, log, slots)
   environment = dict(os.environ)
   if engine == 'spark':
     # A worker launches executors from SPARK_HOME's jars; the Scala version is asked for by
@@ -807,13 +856,19 @@ def start(engine: str, work_dir: Optional[str] = None, log=print,
     _wait_until(f'the {engine} cluster had {slots} slots', cluster_ready, engine_processes,
                 START_TIMEOUT_S)
     job_server_process.start(environment)
-    job_port = int(endpoint.rsplit(':', 1)[1])
+    # Beam's Job API, not a TCP connection: a port taken by another process also accepts one.
     _wait_until(f'Beam\'s {engine} job server answered on {endpoint}',
-                lambda: answers(job_port), processes, START_TIMEOUT_S)
-  except BaseException:
+                lambda: job_server_answers(endpoint), processes, START_TIMEOUT_S)
+  except BaseException as error:
     # The error names a log: it stays.
     cluster.owns_work_dir = False
     cluster.stop()
+    # Once ours have ended, a port that still accepts connections is another process's.
+    taken = [port for port in chosen_ports if answers(port)]
+    if taken and isinstance(error, ClusterError):
+      raise _PortTaken(f'another process took port {", ".join(map(str, taken))} between '
+                       f'its choice and the {engine} cluster\'s start '
+                       f'({str(error).splitlines()[0]})') from error
     raise
   log(f'beam_cluster: {engine} up in {time.monotonic() - started:.1f} s: job server {endpoint}, '
       f'web UI {ui}, logs in {os.path.join(work_dir, "logs")}')
@@ -837,9 +892,14 @@ def check_endpoint(endpoint: str, timeout_s: float = 10.0) -> str:
   host, _, port = endpoint.rpartition(':')
   deadline = time.monotonic() + timeout_s
   while time.monotonic() < deadline:
-    if answers(int(port), host):
+    if job_server_answers(endpoint, timeout_s=min(2.0, max(0.1, deadline - time.monotonic()))):
       return endpoint
     time.sleep(0.5)
+  if answers(int(port), host):
+    raise ClusterError(f'--beam-endpoint {endpoint}: something listens there, but it is not a '
+                       f'Beam job server (Beam\'s Job API did not answer within {timeout_s:g} '
+                       f's). Give the job server\'s job port (by default {DEFAULT_JOB_PORT}), '
+                       f'not the engine\'s own, such as Flink\'s REST port.')
   raise ClusterError(f'--beam-endpoint {endpoint}: no job server answered within '
                      f'{timeout_s:g} s.')
 

@@ -59,6 +59,79 @@ def test_an_endpoint_that_does_not_answer_is_refused_within_the_bound_naming_it(
   assert time.monotonic() - start < 10
 
 
+def test_an_endpoint_where_something_else_listens_is_refused_as_not_a_job_server():
+  """A TCP connection is not a job server: Flink's REST port (8081) given for the job
+  server's (8099) accepts one, and every Beam stage would then fail on its first job."""
+  with socket.socket() as listener:
+    listener.bind(('127.0.0.1', 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    with pytest.raises(beam_cluster.ClusterError,
+                       match=f'--beam-endpoint 127.0.0.1:{port}: something listens there, but '
+                             'it is not a Beam job server .*by default 8099'):
+      beam_cluster.check_endpoint(f'127.0.0.1:{port}', timeout_s=2)
+
+
+def test_a_start_whose_ports_are_taken_every_time_stops_after_its_attempts(tmp_path, monkeypatch):
+  """The retry on new ports is bounded: a start that finds a port taken each time fails,
+  naming the port and the attempts, with the logs kept."""
+  monkeypatch.setattr(beam_cluster, 'check_java', lambda: 17)
+  monkeypatch.setattr(beam_cluster, 'fetch_job_server', lambda engine, log: str(tmp_path))
+  monkeypatch.setattr(beam_cluster, 'check_job_server_version', lambda lib_dir, engine: None)
+  monkeypatch.setattr(beam_cluster, 'fetch_engine', lambda engine, log: str(tmp_path))
+  attempts = []
+
+  def taken_each_time(*unused):
+    attempts.append(len(attempts) + 1)
+    raise beam_cluster._PortTaken(f'another process took port {1000 + len(attempts)}')  # pylint: disable=protected-access
+  monkeypatch.setattr(beam_cluster, '_start_once', taken_each_time)
+  lines = []
+  with pytest.raises(beam_cluster.ClusterError,
+                     match='took port 1003; the same on each of 3 starts, on new ports each '
+                           'time. Logs in '):
+    beam_cluster.start('spark', str(tmp_path / 'cluster'), log=lines.append)
+  assert attempts == [1, 2, 3]
+  assert [line.split(';')[-1] for line in lines] == [' starting again on new ports (2 of 3)',
+                                                      ' starting again on new ports (3 of 3)']
+
+
+@pytest.mark.e2e  # starts a local Spark cluster (make engines)
+def test_a_port_taken_between_its_choice_and_the_start_is_chosen_again(tmp_path, monkeypatch):
+  """Ports are chosen free, then released for the cluster's processes to bind: another
+  process can take one in between. In make test-e2e Flink's JobManager took the port chosen
+  for Spark's job server; Spark's start saw something answer on it and called itself up,
+  and its first job failed with grpc.FutureTimeoutError. Here this test takes the port: the
+  start must see that no job server answers Beam's Job API there, and start again on new
+  ports."""
+  build = beam_cluster._spark_processes  # pylint: disable=protected-access
+  taken = []
+
+  def take_the_job_port(*arguments):
+    built = build(*arguments)
+    if not taken:
+      listener = socket.socket()
+      listener.bind(('127.0.0.1', int(built[1].rsplit(':', 1)[1])))
+      listener.listen(4)
+      taken.append(listener)
+    return built
+  monkeypatch.setattr(beam_cluster, '_spark_processes', take_the_job_port)
+  lines = []
+  try:
+    with beam_cluster.start('spark', str(tmp_path / 'cluster'), log=lines.append) as cluster:
+      taken_port = taken[0].getsockname()[1]
+      assert cluster.endpoint != f'127.0.0.1:{taken_port}'
+      assert beam_cluster.job_server_answers(cluster.endpoint)
+      assert all(process.alive() for process in cluster.processes)
+  finally:
+    for listener in taken:
+      listener.close()
+  retries = [line for line in lines if 'starting again on new ports' in line]
+  assert len(retries) == 1, lines
+  assert (f'another process took port {taken_port} between its choice and the spark '
+          "cluster's start (spark job server exited" in retries[0]), retries
+  assert retries[0].endswith('starting again on new ports (2 of 3)')
+
+
 def _fake_java(tmp_path, version_line: str) -> str:
   path = tmp_path / 'java'
   path.write_text(f'#!/bin/sh\necho \'{version_line}\' >&2\n')
