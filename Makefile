@@ -52,7 +52,8 @@ test-e2e: $(INSTALLED)
 # three longest (3.2 hours on 2 cores, the sum of those results' own runs). Those three,
 # LONG_RUNS (5.4 hours), are the engine cost curve (12 whole runs on DirectRunner, Flink and
 # Spark) and MNIST-1D's two large-teacher configurations. `make bench-all` adds them, #61's
-# shipping runs other than `make demo`'s and #83's unseeded draws, one result each (SHIPPING_RUNS), and the re-checks on
+# shipping runs other than `make demo`'s and #83's unseeded draws, one result each (SHIPPING_RUNS), #84's corpus of
+# stock pipelines (CORPUS_RUNS), and the re-checks on
 # held-out seeds and against the stronger baseline (14.7 hours). `make bench-stale` measures
 # again only the results a change made stale. A test keeps these hours, and the README's, equal
 # to the results' (a result not measured yet, results.PENDING, adds none).
@@ -63,12 +64,14 @@ RESULTS_DIR := docs/results
 RECHECKS := mnist1d-large-cnn-held-out mnist1d-large-mlp-held-out mnist1d-mlp-mixup-pseudo
 SHIPPING_RUNS := shipping-csv-1x shipping-csv-10x shipping-csv-100x shipping-digits shipping-taxi \
   shipping-mnist1d shipping-stock-taxi shipping-stock-taxi-bare shipping-draws-demo shipping-draws-csv-1x shipping-draws-digits
+CORPUS_RUNS := corpus-taxi corpus-taxi-sparse corpus-taxi-big-tipper corpus-penguin corpus-penguin-tuner \
+  corpus-imdb corpus-iris corpus-wine corpus-breast-cancer
 bench: $(INSTALLED)
 	set -e; for name in $(BENCHMARKS); do $(PYTHON) -m benchmarks.recorded $$name --save --json; done
 	$(PYTHON) -m benchmarks.results
 
 bench-all: $(INSTALLED)
-	set -e; for name in $(BENCHMARKS) $(LONG_RUNS) $(RECHECKS) $(SHIPPING_RUNS); do $(PYTHON) -m benchmarks.recorded $$name --save --json; done
+	set -e; for name in $(BENCHMARKS) $(LONG_RUNS) $(RECHECKS) $(SHIPPING_RUNS) $(CORPUS_RUNS); do $(PYTHON) -m benchmarks.recorded $$name --save --json; done
 	$(PYTHON) -m benchmarks.results
 
 bench-stale: $(INSTALLED)

@@ -13,6 +13,7 @@ import tensorflow as tf
 import tfx as tfx_package
 from tfx import v1 as tfx
 
+from benchmarks import corpus
 from tfx_distillery import AccuracyGate, AtomicPusher, Distiller, Pruner, Quantizer
 from tfx_distillery.components import DistributedTrainer
 from tfx_distillery.components.common import evaluation
@@ -25,20 +26,11 @@ CHAIN = ('Distiller', 'Pruner', 'Quantizer', 'AccuracyGate', 'AtomicPusher')
 
 
 def stock_front(example_gen, module_file: str, train_steps: int, eval_steps: int):
-  """StatisticsGen, SchemaGen(infer_feature_shape=True), Transform, Trainer, as TFX wires them."""
-  statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
-  schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'],
-                                        infer_feature_shape=True)
-  transform = tfx.components.Transform(examples=example_gen.outputs['examples'],
-                                       schema=schema_gen.outputs['schema'],
-                                       module_file=module_file)
-  trainer = tfx.components.Trainer(module_file=module_file,
-                                   examples=transform.outputs['transformed_examples'],
-                                   transform_graph=transform.outputs['transform_graph'],
-                                   schema=schema_gen.outputs['schema'],
-                                   train_args=tfx.proto.TrainArgs(num_steps=train_steps),
-                                   eval_args=tfx.proto.EvalArgs(num_steps=eval_steps))
-  return [example_gen, statistics_gen, schema_gen, transform, trainer]
+  """StatisticsGen, SchemaGen(infer_feature_shape=True), Transform, Trainer, as TFX wires them
+  (the corpus benchmark's builder, benchmarks/corpus.py)."""
+  components, _ = corpus.stock_front(example_gen, module_file, train_steps=train_steps,
+                                     eval_steps=eval_steps)
+  return components
 
 
 def penguin_front(train_steps: int, eval_steps: int = 5) -> List:
@@ -46,13 +38,8 @@ def penguin_front(train_steps: int, eval_steps: int = 5) -> List:
 
   Returns the stock front (`stock_front`), ImportExampleGen first and the Trainer last.
   """
-  example_gen = tfx.components.ImportExampleGen(
-      input_base=os.path.join(TFX_ROOT, 'components', 'testdata', 'penguin', 'data'),
-      input_config=tfx.proto.Input(splits=[
-          tfx.proto.Input.Split(name='train', pattern='Split-train/*'),
-          tfx.proto.Input.Split(name='eval', pattern='Split-eval/*')]))
-  return stock_front(example_gen, PENGUIN_MODULE_FILE, train_steps=train_steps,
-                     eval_steps=eval_steps)
+  return stock_front(corpus.penguin_example_gen(), PENGUIN_MODULE_FILE,
+                     train_steps=train_steps, eval_steps=eval_steps)
 
 
 # Gradient accumulation's micro-batches per step in the DistributedTrainers that run a stock
