@@ -30,6 +30,8 @@ LONGEST_MODULES_FIRST = (
     'tests/pipelines/test_beam_engine_faults.py',
     'tests/components/distributed_trainer/test_runs_end.py',
     'tests/pipelines/test_pipeline_end_to_end.py',
+    # #84's corpus: wine through benchmarks/corpus.py's own run (three Distillers).
+    'tests/conformance/test_corpus.py',
     'tests/reliability/test_faults.py',
     'tests/pipelines/test_own_pipeline.py',
     'tests/notebooks/test_walkthrough.py',
