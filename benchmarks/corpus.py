@@ -148,6 +148,17 @@ def penguin_example_gen():
           tfx.proto.Input.Split(name='eval', pattern='Split-eval/*')]))
 
 
+def imdb_example_gen():
+  """TFX's imdb reviews in the wheel, as imdb_pipeline_native_keras.py reads them: a 9:1 hash
+  split into train and eval."""
+  from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
+  return tfx.components.CsvExampleGen(
+      input_base=os.path.join(tfx_root(), 'examples', 'imdb', 'data'),
+      output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
+          tfx.proto.SplitConfig.Split(name='train', hash_buckets=9),
+          tfx.proto.SplitConfig.Split(name='eval', hash_buckets=1)])))
+
+
 def write_table(case: str, output_dir: str) -> str:
   """scikit-learn's bundled table as a CSV, its columns named as a CSV would name them."""
   from sklearn import datasets  # pylint: disable=g-import-not-at-top
@@ -217,15 +228,9 @@ def build_front(case: str, work_dir: str) -> Front:
         tuner_steps=20 if case == 'penguin-tuner' else None)
     label_key, label_column = 'species_xf', 'species'
   elif case == 'imdb':
-    imdb = os.path.join(tfx_root(), 'examples', 'imdb')
-    module_file = os.path.join(imdb, 'imdb_utils_native_keras.py')
-    # As imdb_pipeline_native_keras.py builds it: a 9:1 hash split.
-    example_gen = tfx.components.CsvExampleGen(
-        input_base=os.path.join(imdb, 'data'),
-        output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
-            tfx.proto.SplitConfig.Split(name='train', hash_buckets=9),
-            tfx.proto.SplitConfig.Split(name='eval', hash_buckets=1)])))
-    components, _ = stock_front(example_gen, module_file, train_steps=500, eval_steps=200)
+    module_file = os.path.join(tfx_root(), 'examples', 'imdb', 'imdb_utils_native_keras.py')
+    components, _ = stock_front(imdb_example_gen(), module_file, train_steps=500,
+                                eval_steps=200)
     label_key, label_column = 'label_xf', 'label'
   else:
     data_dir = write_table(case, os.path.join(work_dir, 'data'))

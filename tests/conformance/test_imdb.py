@@ -13,6 +13,7 @@ import pytest
 from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
+from benchmarks import corpus
 from tfx_distillery.components.quantizer import conversion
 from tfx_distillery.components.quantizer import predict
 from tfx_distillery.pipelines import summary
@@ -31,11 +32,7 @@ def run(tmp_path_factory):
   root = str(tmp_path_factory.mktemp('imdb'))
   module_file = os.path.join(IMDB, 'imdb_utils_native_keras.py')
   # As imdb_pipeline_native_keras.py builds it: a 9:1 hash split.
-  example_gen = tfx.components.CsvExampleGen(
-      input_base=os.path.join(IMDB, 'data'),
-      output_config=tfx.proto.Output(split_config=tfx.proto.SplitConfig(splits=[
-          tfx.proto.SplitConfig.Split(name='train', hash_buckets=9),
-          tfx.proto.SplitConfig.Split(name='eval', hash_buckets=1)])))
+  example_gen = corpus.imdb_example_gen()
   front = chain.stock_front(example_gen, module_file, train_steps=10, eval_steps=2)
   _, _, _, transform, trainer = front
   ours = chain.our_chain(example_gen, transform, trainer, 'label_xf', 'label',

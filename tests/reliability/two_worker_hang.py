@@ -54,11 +54,8 @@ def prepare(workspace: str, shards: int = 4) -> dict:
   if os.path.exists(done):
     with open(done) as handle:
       return json.load(handle)
-  example_gen = tfx.components.ImportExampleGen(
-      input_base=os.path.join(tfx_root, 'components', 'testdata', 'penguin', 'data'),
-      input_config=tfx.proto.Input(splits=[
-          tfx.proto.Input.Split(name='train', pattern='Split-train/*'),
-          tfx.proto.Input.Split(name='eval', pattern='Split-eval/*')]))
+  from benchmarks import corpus  # pylint: disable=g-import-not-at-top
+  example_gen = corpus.penguin_example_gen()
   statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
   schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'],
                                         infer_feature_shape=True)
