@@ -1,6 +1,7 @@
 """The corpus benchmark (#84) builds its tables, modules and peers as it says, and judges by rule."""
 
 import csv
+import json
 import re
 
 import pytest
@@ -119,3 +120,25 @@ def test_a_teacher_within_noise_of_the_majority_class_asks_no_push():
                                             entry(2), entry(3)]))
   assert met['seeds whose bare chain pushed a model'] is None
   assert met['seeds whose statistics chain pushed a model'] is None
+
+
+def test_a_case_whose_runs_all_failed_misses_its_targets_and_still_has_a_result():
+  failed = {'pushed': None, 'eval_accuracy': None, 'teacher_beats_majority': None}
+  rows = corpus.targets_of('breast-cancer', [
+      {'seed': seed, 'exit_status': 1, 'bare': failed, 'statistics': failed,
+       'peer': {'eval_accuracy': None}} for seed in (1, 2, 3)])
+  met = {row['figure']: row['met'] for row in rows}
+  assert met["breast-cancer: the built-in student's eval accuracy minus the hand-written "
+             "peer's (no seed gave both)"] is False
+
+
+def test_the_tuned_case_writes_best_hyperparameters_as_tfxs_tuner_does(tmp_path):
+  import keras_tuner  # pylint: disable=g-import-not-at-top
+  module_file = f'{corpus.tfx_root()}/examples/penguin/penguin_utils_keras.py'
+  folder = corpus.write_best_hyperparameters(module_file, str(tmp_path))
+  with open(f'{folder}/best_hyperparameters.txt') as handle:
+    config = json.load(handle)
+  # What penguin's run_fn does with a Tuner's file (fn_args.hyperparameters is its JSON).
+  values = keras_tuner.HyperParameters.from_config(config).values
+  assert values == corpus.TUNED_VALUES
+  assert {entry['config']['name'] for entry in config['space']} == set(corpus.TUNED_VALUES)

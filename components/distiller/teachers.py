@@ -18,6 +18,9 @@ import tensorflow as tf
 from tfx_distillery.components.common import measuring
 
 TEACHER_OUTPUTS = ('auto',) + measuring.OUTPUT_KINDS
+# A teacher of a binary label may emit one output per class; its logits are then made one
+# (`frozen_logits`). No label needs two units: a binary one takes one, others one a class.
+BINARY_AS_TWO_CLASSES = 2
 
 # A teacher is a frozen Scorer: `logits(features)` (traceable), `num_outputs`,
 # `output_kind`, `model_dir`.
@@ -60,8 +63,17 @@ def load_teacher(path: str, declared_output: str = 'auto') -> Teacher:
 
 
 def frozen_logits(teacher: Teacher, features: Dict[str, tf.Tensor]) -> tf.Tensor:
-  """The teacher's logits for a batch; no gradient flows back into the teacher."""
-  return tf.stop_gradient(teacher.logits(features))
+  """The teacher's logits for a batch; no gradient flows back into the teacher.
+
+  A binary label's student emits one logit. A teacher with two outputs for it (a stock module
+  that ends in one logit or probability per class, as TFX's penguin module does) gives the
+  difference of its two logits: the sigmoid of z1 - z0 is the softmax's second column, at
+  every temperature.
+  """
+  logits = teacher.logits(features)
+  if teacher.num_outputs == BINARY_AS_TWO_CLASSES:
+    logits = logits[:, 1:] - logits[:, :1]
+  return tf.stop_gradient(logits)
 
 
 def check_teacher(teacher: Teacher, features: Dict[str, tf.Tensor], units: int,
@@ -71,7 +83,8 @@ def check_teacher(teacher: Teacher, features: Dict[str, tf.Tensor], units: int,
   Args:
     teacher: The loaded teacher.
     features: One batch of transformed features.
-    units: Outputs the labels need: 1 for binary, else the number of classes.
+    units: Outputs the labels need: 1 for binary (a teacher may emit 2), else the number
+      of classes.
     num_classes: Classes of the label.
     declared_output: What the user declared (`auto` lets the batch decide).
 
@@ -80,7 +93,8 @@ def check_teacher(teacher: Teacher, features: Dict[str, tf.Tensor], units: int,
   """
   # Refuses, by name, a feature no unit axis or cast brings to the teacher's signature.
   teacher.conform(features)
-  if teacher.num_outputs != units:
+  if teacher.num_outputs != units and not (units == 1 and
+                                           teacher.num_outputs == BINARY_AS_TWO_CLASSES):
     raise ValueError(
         f'The teacher at {teacher.model_dir} emits {teacher.num_outputs} outputs but the labels '
         f'have {num_classes} classes (expected {units} output(s)); teacher and labels '

@@ -283,6 +283,32 @@ def test_a_teacher_disagreeing_with_the_labels_fails_at_the_first_batch(data, tm
     run_distiller(data, [wrong_teacher], str(tmp_path))
 
 
+def two_class_teacher(teacher, output_dir, softmax):
+  """The one-logit teacher as a stock binary module writes it: one output per class, [0, z]
+  (logits, or their softmax), so that the second class's probability is sigmoid(z)."""
+  one = tf_keras.models.load_model(os.path.join(teacher.uri, 'Format-Serving'))
+  logit = one.outputs[0]
+  two = tf_keras.layers.Concatenate()([tf_keras.layers.Rescaling(0.0)(logit), logit])
+  if softmax:
+    two = tf_keras.layers.Softmax()(two)
+  model = tf_keras.Model(one.inputs, two)
+  artifact = helpers.artifact(standard_artifacts.Model, output_dir)
+  model.save(os.path.join(artifact.uri, 'Format-Serving'), save_format='tf')
+  return artifact
+
+
+def test_a_teacher_with_one_output_per_class_distills_a_binary_student(data, teacher, tmp_path):
+  """The corpus benchmark's breast-cancer case (TFX's penguin module copied for a two-class
+  table, Dense(2) and sparse categorical cross-entropy) was refused as "teacher and labels
+  disagree on the number of classes". Its softmax teacher now teaches a one-logit student."""
+  two = two_class_teacher(teacher, str(tmp_path / 'two'), softmax=True)
+  model_uri, metrics = run_distiller(data, [two], str(tmp_path), train_baseline=False)
+  assert metrics['teacher_output_kinds'] == ['probabilities']
+  assert serve(model_uri, data[2][:8])['logits'].shape == (8, 1)
+  assert metrics['teacher_accuracy'][0] > metrics['majority_accuracy'] + 0.1
+  assert metrics['student_accuracy'] > metrics['majority_accuracy'] + 0.1
+
+
 def transfer_artifact(uri, rows_by_split):
   """Raw rows as ExampleGen writes them, in an Examples artifact with those splits."""
   helpers.write_raw_examples(uri, rows_by_split)

@@ -88,6 +88,26 @@ def test_a_teacher_with_another_number_of_classes_is_refused(tmp_path):
     teachers_lib.check_teacher(teacher, FEATURES, 1, 2)
 
 
+@pytest.mark.parametrize('activation', [None, 'softmax'])
+def test_a_binary_labels_teacher_with_one_output_per_class_gives_one_logit(tmp_path, activation):
+  """TFX's penguin module copied for a two-class table ends in Dense(2): its logit for the
+  binary student is z1 - z0, whose sigmoid is the softmax's second column."""
+  model = saved_model(tmp_path / 'teacher', 2, activation)
+  teacher = teachers_lib.load_teacher(str(tmp_path / 'teacher'))
+  teachers_lib.check_teacher(teacher, FEATURES, 1, 2)
+  logits = teachers_lib.frozen_logits(teacher, FEATURES).numpy()
+  assert logits.shape == (32, 1)
+  second = model(FEATURES).numpy()
+  second = second if activation else tf.nn.softmax(second).numpy()
+  np.testing.assert_allclose(1 / (1 + np.exp(-logits[:, 0])), second[:, 1], rtol=1e-3,
+                             atol=1e-6)
+  # Three outputs for two classes are still refused.
+  saved_model(tmp_path / 'three', 3)
+  with pytest.raises(ValueError, match='emits 3 outputs but the labels have 2 classes'):
+    teachers_lib.check_teacher(teachers_lib.load_teacher(str(tmp_path / 'three')), FEATURES,
+                               1, 2)
+
+
 def test_a_folder_without_a_model_is_a_clear_error(tmp_path):
   with pytest.raises(ValueError, match='teacher_model: .* holds no SavedModel'):
     teachers_lib.load_teacher(str(tmp_path))
