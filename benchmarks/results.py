@@ -68,9 +68,11 @@ def command_for(name: str) -> List[str]:
 # fails once a pending benchmark has a result again, so the entry goes with its re-run.
 PENDING: Dict[str, str] = {
     'corpus-imdb': ('Not measured yet: #84\'s corpus benchmark (benchmarks/corpus.py) is new, and '
-                    'this case, whose LSTM teacher is the slowest to train, did not fit the '
-                    'session that added it. `python -m benchmarks.recorded corpus-imdb --save '
-                    '--json` measures it.'),
+                    'this case did not fit the session that added it. Its first try was stopped '
+                    'by hand: the first Distiller spent 4.5 minutes on its first share, scoring '
+                    'the bidirectional-LSTM teacher on 400-token reviews, and each seed runs '
+                    'three Distillers and two chains. `python -m benchmarks.recorded '
+                    'corpus-imdb --save --json` measures it.'),
 }
 
 
