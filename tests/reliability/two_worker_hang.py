@@ -55,16 +55,13 @@ def prepare(workspace: str, shards: int = 4) -> dict:
     with open(done) as handle:
       return json.load(handle)
   from benchmarks import corpus  # pylint: disable=g-import-not-at-top
-  example_gen = corpus.penguin_example_gen()
-  statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs['examples'])
-  schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs['statistics'],
-                                        infer_feature_shape=True)
-  transform = tfx.components.Transform(examples=example_gen.outputs['examples'],
-                                       schema=schema_gen.outputs['schema'],
-                                       module_file=stock_module)
+  # The stock front as TFX wires it, without its Trainer: this script trains with the
+  # DistributedTrainer's executor instead.
+  front, _ = corpus.stock_front(corpus.penguin_example_gen(), stock_module, train_steps=1,
+                                eval_steps=1)
   tfx.orchestration.LocalDagRunner().run(tfx.dsl.Pipeline(
       pipeline_name='penguin-front', pipeline_root=os.path.join(workspace, 'root'),
-      components=[example_gen, statistics_gen, schema_gen, transform],
+      components=front[:-1],
       metadata_connection_config=tfx.orchestration.metadata.sqlite_metadata_connection_config(
           os.path.join(workspace, 'metadata.sqlite'))))
 
