@@ -169,7 +169,9 @@ class Distiller(base_component.BaseComponent):
         (0.01, 0.03, 0.1, 0.3)): it distils one at each share (increasing), smallest
         first, judges each by what would ship (its int8 file when that passes, else the
         float model) and keeps the fewest shipped bytes within `max_accuracy_drop` of
-        the teacher on eval (the most accurate when none is). `metrics.json` records
+        the teacher on eval. When none passes, each trains on from its weights for as
+        many steps again, smallest first, until one's int8 model passes; then the one
+        the gate is likeliest to pass goes on. `metrics.json` records
         every size tried (`size_search`). Each size costs a training. With `tune` and
         no size given, the built-in student has one hidden layer of 16 units.
       max_accuracy_drop: The size search's budget below the teacher's eval accuracy,

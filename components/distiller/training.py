@@ -565,16 +565,18 @@ class Distillation:
     class. The share with the fewest shipped bytes is kept. Shares are tried smallest
     first and the search climbs until one's int8 model passes: a larger share ships more
     bytes. A share whose student has the same widths as the one before is not trained
-    again. When none passes, the one the gate is likeliest to pass goes on, with a
-    warning that names that chance.
+    again. When none passes, each trained share, smallest first, trains on from its
+    weights for as many steps again (a warm restart, as a fixed student does: a tiny
+    student on a small table can still be learning when the steps run out), judged the
+    same way, until one's int8 model passes. When none passes even then, the one the gate
+    is likeliest to pass goes on, with a warning that names that chance.
 
     Returns:
       The chosen distilled student, and the search's record for metrics.json.
     """
     settings = self.settings
     teacher_accuracy = self.teacher_accuracy[0]
-    trials, best, passing, seen = [], None, [], set()
-    majority_correct = measuring.majority_correct(self.eval_set.labels)
+    trials, candidates, trained, seen = [], [], [], set()
     for share in settings.student_parameter_shares:
       self.hyperparameters['student_parameter_share'] = share
       widths = tuple(builtin_student.describe(self.build_student(
@@ -583,98 +585,134 @@ class Distillation:
         trials.append({'share': share, 'hidden_units': list(widths), 'trained': False})
         continue
       seen.add(widths)
-      try:
-        student = self.train_student(temperature, alpha, f'student-share{share:g}')
-      except keras_callbacks.TrainingDiverged as diverged:
-        # Refused like a share that misses the budget; the next share may train.
-        trials.append({'share': share, 'hidden_units': list(widths), 'trained': True,
-                       'diverged': str(diverged), 'shipped': None})
-        self.logger.warning('WARNING: size search: share %g refused: %s', share, diverged)
-        continue
-      correct = measuring.correct_predictions(self.scorer(student), self.eval_set)
-      accuracy = float(np.mean(correct))
-      figures = self.shipped_figures(student, correct)
-      # The gate's rules on eval, with a margin against the selection's optimism: the drop's
-      # upper bound within the budget, and ahead of the majority class beyond noise (a weak
-      # teacher's budget can reach down to it). The int8 model is judged on its own, not by
-      # the gate's parent rule: a child within noise of a parent that only just passes can
-      # still fall outside the budget on test.
-      teacher_correct = self.teacher_correct[0]
-      float_against_majority = measuring.versus_majority_reason(correct, majority_correct)
-      float_gate = self.gate_figures(correct)
-      float_passes = not float_against_majority and measuring.within_budget_with_margin(
-          float_gate, settings.max_accuracy_drop)
-      int8_passes, int8_against_majority, int8_gate = False, None, None
-      if figures['int8_correct'] is not None:
-        int8_against_majority = measuring.versus_majority_reason(figures['int8_correct'],
-                                                                 majority_correct)
-        int8_gate = self.gate_figures(figures['int8_correct'])
-        int8_passes = int8_against_majority is None and measuring.within_budget_with_margin(
-            int8_gate, settings.max_accuracy_drop)
-      shipped = 'int8' if int8_passes else 'float' if float_passes else None
-      parameters = int(student.count_params())
-      trials.append({'share': share, 'hidden_units': list(widths), 'trained': True,
-                     'parameters': parameters,
-                     'parameter_share': parameters / max(1, self.teachers[0].count_params()),
-                     'eval_accuracy': accuracy, 'int8_eval_accuracy': figures['int8_accuracy'],
-                     'float_bytes': figures['float_bytes'], 'int8_bytes': figures['int8_bytes'],
-                     **({'int8_refused': figures['int8_refused']}
-                        if 'int8_refused' in figures else {}),
-                     'float_gate': float_gate, 'int8_gate': int8_gate, 'shipped': shipped,
-                     **({'float_versus_majority': float_against_majority}
-                        if float_against_majority else {}),
-                     **({'int8_versus_majority': int8_against_majority}
-                        if int8_against_majority else {}),
-                     'shipped_bytes': (figures['int8_bytes'] if int8_passes else
-                                       figures['float_bytes'] if float_passes else None)})
-      int8_text = ('refused' if figures['int8_accuracy'] is None else
-                   f'{figures["int8_accuracy"]:.4f} (drop {int8_gate["drop"]:+.4f}, margin '
-                   f'{int8_gate["margin"]:.4f}, gate passes {int8_gate["chance_of_passing"]:.1%})')
-      outcome = (f'{shipped} ({trials[-1]["shipped_bytes"]} bytes)' if shipped else
-                 f'nothing ({float_against_majority})' if float_against_majority else
-                 'nothing')
-      self.logger.info(
-          'size search: share %g, hidden units %s, %d parameters: eval accuracy %.4f (drop '
-          '%+.4f, margin %.4f), int8 %s; the teacher %.4f, the budget %g: ships %s', share,
-          list(widths), parameters, accuracy, float_gate['drop'], float_gate['margin'],
-          int8_text, teacher_accuracy, settings.max_accuracy_drop, outcome)
-      chance = max(float_gate['chance_of_passing'],
-                   int8_gate['chance_of_passing'] if int8_gate else 0.0)
-      if best is None or (chance, accuracy) > (best[3], best[2]):
-        best = (share, student, accuracy, chance)
-      if shipped:
-        passing.append((trials[-1]['shipped_bytes'], share, student, accuracy, shipped))
-      if int8_passes:
-        break
-    if best is None:
+      candidate = self._try_share(share, widths, temperature, alpha, trials)
+      if candidate is not None:
+        candidates.append(candidate)
+        trained.append(candidate)
+        if candidate['int8_passes']:
+          break
+    if not any(candidate['shipped'] for candidate in candidates):
+      for first in trained:
+        self.hyperparameters['student_parameter_share'] = first['share']
+        self.logger.info(
+            'size search: no share passed; share %g trains on from its weights for as many '
+            'steps again', first['share'])
+        candidate = self._try_share(first['share'], first['widths'], temperature, alpha,
+                                    trials, start_from=first['student'])
+        if candidate is not None:
+          candidates.append(candidate)
+          if candidate['int8_passes']:
+            break
+    if not candidates:
       diverged = [trial['diverged'] for trial in trials if trial.get('diverged')]
       raise keras_callbacks.TrainingDiverged(
           f'Distiller: every share the size search trained diverged, so no student is handed '
           f'on: {diverged[-1]}')
+    passing = [candidate for candidate in candidates if candidate['shipped']]
     if passing:
-      shipped_bytes, share, student, accuracy, shipped = min(passing, key=lambda entry: entry[0])
-      chosen = (share, student, accuracy)
-      reason = (f'share {share:g} ships the fewest bytes within max_accuracy_drop '
-                f'{settings.max_accuracy_drop:g} of the teacher\'s {teacher_accuracy:.4f} on '
-                f'eval with the gate\'s margin: its {shipped} model, {shipped_bytes} bytes '
-                f'(float accuracy {accuracy:.4f})')
+      # The fewest bytes; between equal bytes, the first trained (the shorter run).
+      chosen = min(passing, key=lambda candidate: candidate['shipped_bytes'])
+      longer_text = ' after training on' if chosen['longer'] else ''
+      reason = (f'share {chosen["share"]:g}{longer_text} ships the fewest bytes within '
+                f'max_accuracy_drop {settings.max_accuracy_drop:g} of the teacher\'s '
+                f'{teacher_accuracy:.4f} on eval with the gate\'s margin: its '
+                f'{chosen["shipped"]} model, {chosen["shipped_bytes"]} bytes (float accuracy '
+                f'{chosen["accuracy"]:.4f})')
     else:
-      chosen = best[:3]
+      # The likeliest to pass; a tie goes to the more accurate, then to the first trained.
+      chosen = max(candidates, key=lambda candidate: (candidate['chance'],
+                                                      candidate['accuracy']))
+      longer_text = ' after training on' if chosen['longer'] else ''
       reason = (f'no share within max_accuracy_drop {settings.max_accuracy_drop:g} of the '
-                f'teacher\'s {teacher_accuracy:.4f} on eval with the gate\'s margin; the one '
-                f'the gate is likeliest to pass, share {chosen[0]:g} ({chosen[2]:.4f}, '
-                f'{best[3]:.1%}), goes on')
+                f'teacher\'s {teacher_accuracy:.4f} on eval with the gate\'s margin, even '
+                f'trained on; the one the gate is likeliest to pass, share '
+                f'{chosen["share"]:g}{longer_text} ({chosen["accuracy"]:.4f}, '
+                f'{chosen["chance"]:.1%}), goes on')
     self.logger.info('size search: %s', reason)
-    self.hyperparameters['student_parameter_share'] = chosen[0]
+    self.hyperparameters['student_parameter_share'] = chosen['share']
     self.student_description = self.describe_student(
         self.build_student(self.run.tf_transform_output, self.hyperparameters))
-    return chosen[1], {'shares': list(settings.student_parameter_shares),
-                       'max_accuracy_drop': settings.max_accuracy_drop,
-                       'teacher_accuracy': teacher_accuracy, 'trials': trials,
-                       'judged_by': 'shipped bytes: int8 when it passes, else float; a model '
-                                    'passes when its drop below the teacher plus the gate\'s '
-                                    'margin is within max_accuracy_drop',
-                       'chosen_share': chosen[0], 'reason': reason}
+    return chosen['student'], {
+        'shares': list(settings.student_parameter_shares),
+        'max_accuracy_drop': settings.max_accuracy_drop,
+        'teacher_accuracy': teacher_accuracy, 'trials': trials,
+        'judged_by': 'shipped bytes: int8 when it passes, else float; a model passes when its '
+                     'drop below the teacher plus the gate\'s margin is within '
+                     'max_accuracy_drop',
+        'chosen_share': chosen['share'], 'chosen_trained_on': chosen['longer'],
+        'reason': reason}
+
+  def _try_share(self, share: float, widths: Tuple[int, ...], temperature: float,
+                 alpha: float, trials: List[dict],
+                 start_from: Optional[tf_keras.Model] = None) -> Optional[Dict[str, Any]]:
+    """Trains one share's student (on from `start_from`'s weights, when given) and judges
+    it as the size search does; appends its trial to `trials`. None when it diverged."""
+    settings = self.settings
+    teacher_accuracy = self.teacher_accuracy[0]
+    longer = start_from is not None
+    name = f'student-share{share:g}' + ('-longer' if longer else '')
+    try:
+      student = self.train_student(temperature, alpha, name, start_from=start_from)
+    except keras_callbacks.TrainingDiverged as diverged:
+      # Refused like a share that misses the budget; the next share may train.
+      trials.append({'share': share, 'hidden_units': list(widths), 'trained': True,
+                     'trained_on': longer, 'diverged': str(diverged), 'shipped': None})
+      self.logger.warning('WARNING: size search: share %g refused: %s', share, diverged)
+      return None
+    majority_correct = measuring.majority_correct(self.eval_set.labels)
+    correct = measuring.correct_predictions(self.scorer(student), self.eval_set)
+    accuracy = float(np.mean(correct))
+    figures = self.shipped_figures(student, correct)
+    # The gate's rules on eval, with a margin against the selection's optimism: the drop's
+    # upper bound within the budget, and ahead of the majority class beyond noise (a weak
+    # teacher's budget can reach down to it). The int8 model is judged on its own, not by
+    # the gate's parent rule: a child within noise of a parent that only just passes can
+    # still fall outside the budget on test.
+    float_against_majority = measuring.versus_majority_reason(correct, majority_correct)
+    float_gate = self.gate_figures(correct)
+    float_passes = not float_against_majority and measuring.within_budget_with_margin(
+        float_gate, settings.max_accuracy_drop)
+    int8_passes, int8_against_majority, int8_gate = False, None, None
+    if figures['int8_correct'] is not None:
+      int8_against_majority = measuring.versus_majority_reason(figures['int8_correct'],
+                                                               majority_correct)
+      int8_gate = self.gate_figures(figures['int8_correct'])
+      int8_passes = int8_against_majority is None and measuring.within_budget_with_margin(
+          int8_gate, settings.max_accuracy_drop)
+    shipped = 'int8' if int8_passes else 'float' if float_passes else None
+    shipped_bytes = (figures['int8_bytes'] if int8_passes else
+                     figures['float_bytes'] if float_passes else None)
+    parameters = int(student.count_params())
+    trials.append({'share': share, 'hidden_units': list(widths), 'trained': True,
+                   'trained_on': longer, 'parameters': parameters,
+                   'parameter_share': parameters / max(1, self.teachers[0].count_params()),
+                   'eval_accuracy': accuracy, 'int8_eval_accuracy': figures['int8_accuracy'],
+                   'float_bytes': figures['float_bytes'], 'int8_bytes': figures['int8_bytes'],
+                   **({'int8_refused': figures['int8_refused']}
+                      if 'int8_refused' in figures else {}),
+                   'float_gate': float_gate, 'int8_gate': int8_gate, 'shipped': shipped,
+                   **({'float_versus_majority': float_against_majority}
+                      if float_against_majority else {}),
+                   **({'int8_versus_majority': int8_against_majority}
+                      if int8_against_majority else {}),
+                   'shipped_bytes': shipped_bytes})
+    int8_text = ('refused' if figures['int8_accuracy'] is None else
+                 f'{figures["int8_accuracy"]:.4f} (drop {int8_gate["drop"]:+.4f}, margin '
+                 f'{int8_gate["margin"]:.4f}, gate passes {int8_gate["chance_of_passing"]:.1%})')
+    outcome = (f'{shipped} ({shipped_bytes} bytes)' if shipped else
+               f'nothing ({float_against_majority})' if float_against_majority else
+               'nothing')
+    self.logger.info(
+        'size search: share %g%s, hidden units %s, %d parameters: eval accuracy %.4f (drop '
+        '%+.4f, margin %.4f), int8 %s; the teacher %.4f, the budget %g: ships %s', share,
+        ' trained on' if longer else '', list(widths), parameters, accuracy,
+        float_gate['drop'], float_gate['margin'], int8_text, teacher_accuracy,
+        settings.max_accuracy_drop, outcome)
+    chance = max(float_gate['chance_of_passing'],
+                 int8_gate['chance_of_passing'] if int8_gate else 0.0)
+    return {'share': share, 'widths': widths, 'student': student, 'accuracy': accuracy,
+            'chance': chance, 'shipped': shipped, 'shipped_bytes': shipped_bytes,
+            'int8_passes': int8_passes, 'longer': longer}
 
   def check_labels(self) -> None:
     """Refuses, before any training, a label that can not train a classifier."""
@@ -827,6 +865,8 @@ class Distillation:
     student_epochs = self.run.epochs
     if settings.student_parameter_shares:
       student, size_search = self.search_size(temperature, alpha)
+      if size_search['chosen_trained_on']:
+        student_epochs = 2 * self.run.epochs  # The from-scratch twin gets as many.
     else:
       student = self.train_student(temperature, alpha, 'student')
     eval_set = self.eval_set

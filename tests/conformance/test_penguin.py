@@ -160,8 +160,14 @@ def test_the_size_search_keeps_the_smallest_share_within_budget_training_no_widt
   search = metrics['size_search']
   assert search['shares'] == list(datasets.DEFAULT_STUDENT_PARAMETER_SHARES)
   trained = [trial for trial in search['trials'] if trial['trained']]
-  widths = [tuple(trial['hidden_units']) for trial in trained]
-  assert trained and len(set(widths)) == len(widths)
+  # A share is trained on (for as many steps again) only when no share passed at first.
+  first = [trial for trial in trained if not trial['trained_on']]
+  widths = [tuple(trial['hidden_units']) for trial in first]
+  assert first and len(set(widths)) == len(widths)
+  trained_on = [trial for trial in trained if trial['trained_on']]
+  assert not trained_on or not any(trial['shipped'] for trial in first)
+  assert [trial['share'] for trial in trained_on] == [
+      trial['share'] for trial in first][:len(trained_on)]
   # TFX's penguin model is small (two layers of 8 units): its 1% is below any student, so
   # the smallest student stands in for it, and a share that gives the same width is skipped.
   assert trained[0]['parameters'] < metrics['teacher_parameters'][0]
@@ -189,6 +195,7 @@ def test_the_size_search_keeps_the_smallest_share_within_budget_training_no_widt
             max(trained, key=lambda trial: (chance(trial), trial['eval_accuracy'])))
   assert ('ships the fewest bytes' if passing else 'likeliest to pass') in search['reason']
   assert search['chosen_share'] == chosen['share']
+  assert search['chosen_trained_on'] == chosen['trained_on']
   assert all(trial['shipped'] != 'int8' for trial in trained[:-1])
   assert metrics['student']['hidden_units'] == chosen['hidden_units']
   assert metrics['student_parameters'] == chosen['parameters']
