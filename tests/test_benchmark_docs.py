@@ -165,6 +165,8 @@ def _result_names_in(section: str):
   A command in a fenced code block is how to run it, not a quote of its figures.
   """
   section = re.sub(r'```.*?```', '', section, flags=re.DOTALL)
+  # Prose wraps: a command split over two lines names its result as much as one on a line.
+  section = ' '.join(section.split())
   named = set()
   for name in results.ORDER:
     module, _, configuration = name.partition('-')
@@ -201,6 +203,9 @@ def test_a_section_that_quotes_a_stale_result_without_the_mark_is_caught():
   section = ('## The larger teacher\n\n`python -m benchmarks.mnist1d --config large-cnn` gave '
              '0.9555 on eval.\n')
   assert _result_names_in(section) == {'mnist1d-large-cnn'}
+  wrapped = ('on eval (`python -m benchmarks.recorded\nshipping-stock-taxi-bare --save --json` '
+             'at `eade7b5`)')
+  assert _result_names_in(wrapped) == {'shipping-stock-taxi-bare'}
   assert _result_names_in('`python -m benchmarks.pruning --chains taxi`') == {'pruning'}
   assert _result_names_in('see `docs/results/pipeline.json`') == {'pipeline'}
   assert not _result_names_in('benchmarks.pipeline_helpers')
