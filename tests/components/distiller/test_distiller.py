@@ -186,23 +186,11 @@ def test_a_fixed_student_short_of_the_budget_trains_on_from_its_weights_and_the_
   # The first student answers as if 8 examples short of the teacher (0.04 of 200 eval rows,
   # past a 0.01 budget); trained on, it matches the teacher, so that one goes on.
   def answers(student_name, correct, _, teacher_correct):
-    if student_name != 'student':
-      return teacher_correct
-    short = teacher_correct.copy()
-    short[np.flatnonzero(short)[:8]] = False
-    return short
+    return (teacher_correct if student_name != 'student' else
+            short_of_the_teacher(teacher_correct, 8))
 
   set_answers(monkeypatch, answers)
-  calls, snapshots = {}, {}
-  original = training.Distillation.train_student
-
-  def train_student(self, temperature, alpha, name, *args, **kwargs):
-    calls[name] = kwargs
-    model = original(self, temperature, alpha, name, *args, **kwargs)
-    snapshots[name] = (model, [weights.copy() for weights in model.get_weights()])
-    return model
-
-  monkeypatch.setattr(training.Distillation, 'train_student', train_student)
+  calls, snapshots = record_training(monkeypatch)
   _, metrics = run_distiller(data, [teacher], str(tmp_path), train_steps=8, hand_on='distilled',
                              max_accuracy_drop=0.01)
   longer = metrics['trained_longer']
@@ -686,6 +674,29 @@ def test_the_size_search_goes_on_past_a_float_pass_to_a_larger_share_whose_int8_
   assert metrics['student_parameters'] == larger['parameters']
 
 
+def short_of_the_teacher(teacher_correct, count):
+  """The teacher's correctness with its first `count` right answers made wrong."""
+  short = teacher_correct.copy()
+  short[np.flatnonzero(short)[:count]] = False
+  return short
+
+
+def record_training(monkeypatch):
+  """Records each `train_student` call: {name: its keyword arguments} and {name: (the model
+  it returned, a copy of that model's weights then)}."""
+  calls, snapshots = {}, {}
+  original = training.Distillation.train_student
+
+  def train_student(self, temperature, alpha, name, *args, **kwargs):
+    calls[name] = kwargs
+    model = original(self, temperature, alpha, name, *args, **kwargs)
+    snapshots[name] = (model, [weights.copy() for weights in model.get_weights()])
+    return model
+
+  monkeypatch.setattr(training.Distillation, 'train_student', train_student)
+  return calls, snapshots
+
+
 def set_answers(monkeypatch, answers):
   """Makes each student's measured correctness `answers(student name, its own correctness,
   the evaluation set, the teacher's)`; the teacher, measured before any student trains,
@@ -742,10 +753,8 @@ def test_the_size_search_keeps_no_share_that_clears_the_budget_only_within_its_n
   # larger share, here the teacher's twin.
   flipped = 3
   def answers(student_name, _, __, teacher_correct):
-    twin = teacher_correct.copy()
-    if student_name == 'student-share0.005':
-      twin[np.flatnonzero(twin)[:flipped]] = False
-    return twin
+    return short_of_the_teacher(teacher_correct,
+                                flipped if student_name == 'student-share0.005' else 0)
 
   set_answers(monkeypatch, answers)
   # The gate will judge on a test split as large as eval (this data has none of its own:
@@ -778,9 +787,7 @@ def test_the_size_search_hands_on_the_likeliest_to_pass_when_none_is_within_the_
              'student-share0.3-longer': 3}
 
   def answers(student_name, _, __, teacher_correct):
-    short = teacher_correct.copy()
-    short[np.flatnonzero(short)[:flipped[student_name]]] = False
-    return short
+    return short_of_the_teacher(teacher_correct, flipped[student_name])
 
   set_answers(monkeypatch, answers)
   _, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
@@ -816,22 +823,11 @@ def test_when_no_share_passes_each_trains_on_from_its_weights_until_one_does(
   # a 0.01 budget) but the smallest share trained on, which matches it: it goes on, and the
   # larger share is not trained on.
   def answers(student_name, _, __, teacher_correct):
-    if student_name == 'student-share0.005-longer':
-      return teacher_correct
-    short = teacher_correct.copy()
-    short[np.flatnonzero(short)[:8]] = False
-    return short
+    return (teacher_correct if student_name == 'student-share0.005-longer' else
+            short_of_the_teacher(teacher_correct, 8))
 
   set_answers(monkeypatch, answers)
-  calls, students = {}, {}
-  original = training.Distillation.train_student
-
-  def train_student(self, temperature, alpha, name, *args, **kwargs):
-    calls[name] = kwargs
-    students[name] = original(self, temperature, alpha, name, *args, **kwargs)
-    return students[name]
-
-  monkeypatch.setattr(training.Distillation, 'train_student', train_student)
+  calls, snapshots = record_training(monkeypatch)
   _, metrics = run_distiller(data, [teacher], str(tmp_path), module_file=None,
                              train_baseline=True, hand_on='distilled', train_steps=8,
                              student_parameter_shares=(0.005, 0.3), max_accuracy_drop=0.01)
@@ -842,7 +838,7 @@ def test_when_no_share_passes_each_trains_on_from_its_weights_until_one_does(
   assert 'share 0.005 after training on ships the fewest bytes' in search['reason']
   # A warm restart from the first student's weights, for the run's epochs again; the
   # from-scratch twin gets as many steps.
-  assert calls['student-share0.005-longer']['start_from'] is students['student-share0.005']
+  assert calls['student-share0.005-longer']['start_from'] is snapshots['student-share0.005'][0]
   assert 'epochs' not in calls['student-share0.005-longer']
   assert metrics['train_steps'] == 2 * 2 * 4  # custom_config's 2 epochs, 8 steps in all.
   assert calls['scratch']['epochs'] == 2 * 2
