@@ -27,6 +27,7 @@ from tfx_distillery.components.common import shapes
 from tfx_distillery.components.common import strategy as strategy_lib
 from tfx_distillery.components.distiller import loss as loss_lib
 from tfx_distillery.components.distiller import student_statistics
+from tfx_distillery.components.distiller import teacher_cache as teacher_cache_lib
 from tfx_distillery.components.distiller import teachers as teachers_lib
 from tfx_distillery.components.distiller import transfer as transfer_lib
 from tfx_distillery.trainer_modules import builtin_student
@@ -232,7 +233,8 @@ class DistillationModel(tf_keras.Model):
   def __init__(self, student: tf_keras.Model, teachers: Sequence[teachers_lib.Teacher],
                temperature: float, alpha: float,
                teacher_weights: Optional[Sequence[float]] = None, mixup: float = 0.0,
-               noise: float = 0.0, teacher_targets: str = 'soft'):
+               noise: float = 0.0, teacher_targets: str = 'soft',
+               teacher_cache: Optional[teacher_cache_lib.TeacherCache] = None):
     super().__init__(name='distillation')
     self.student = student
     # Frozen, and kept out of Keras' tracking: only the student's weights train.
@@ -243,6 +245,7 @@ class DistillationModel(tf_keras.Model):
     self.mixup = float(mixup)
     self.noise = float(noise)
     self.hard_targets = teacher_targets == 'hard'
+    self.teacher_cache = teacher_cache  # The teachers' logits per train row, when computed.
     self.loss_tracker = tf_keras.metrics.Mean(name='loss')
 
   def call(self, features, training=False):
@@ -265,8 +268,16 @@ class DistillationModel(tf_keras.Model):
         teacher_inputs = loss_lib.perturb_features(teacher_inputs, self.noise)
       if teacher_inputs is not x:
         soft_logits = self(teacher_inputs, training=True)
+
+      def run_teachers():
+        return [teachers_lib.frozen_logits(teacher, teacher_inputs)
+                for teacher in self._teachers]
+
+      # Mixed rows of features with no float are train rows too: they are looked up.
+      teacher_logits = (self.teacher_cache.lookup(teacher_inputs, run_teachers)
+                        if self.teacher_cache is not None else run_teachers())
       targets = loss_lib.soft_targets(
-          [teachers_lib.frozen_logits(teacher, teacher_inputs) for teacher in self._teachers],
+          teacher_logits,
           self.temperature,
           self.teacher_weights)
       if self.hard_targets:
@@ -387,6 +398,7 @@ class Distillation:
     self.settings = settings
     self.logger = progress.get_logger()
     self.teachers = []
+    self.teacher_caches = {}  # Per group of teachers: its cache (or None) and its record.
     self.tuning_choice = None  # Why tuning chose its setting, when it runs.
     # The built-in student scales its inputs by the transformed train split's statistics:
     # computed here when none are given or those given describe other data.
@@ -738,6 +750,9 @@ class Distillation:
     students = []
     for position, group in enumerate(groups):
       run_name = name if len(groups) == 1 else f'{name}-{position}'
+      # Computed outside the strategy's scope: the pass calls the teachers as check_teacher
+      # does, never inside a replica.
+      cache = self.teacher_cache(group) if alpha < 1.0 else None
       with self.run.strategy.scope():
         student = self.build_student(self.run.tf_transform_output, self.hyperparameters)
         if len(groups) > 1:  # Layer names must be unique inside the ensemble.
@@ -750,7 +765,7 @@ class Distillation:
         distillation = DistillationModel(student, group, temperature, alpha,
                                          self.settings.teacher_weights if len(groups) == 1
                                          else None, self.settings.mixup, self.settings.noise,
-                                         self.settings.teacher_targets)
+                                         self.settings.teacher_targets, cache)
         _, metrics = modeling.loss_and_metrics(self.run.units)
         distillation.compile(optimizer=self.run.optimizer(self.settings.learning_rate_schedule),
                              metrics=metrics,
@@ -772,6 +787,30 @@ class Distillation:
       students.append(student)
     with self.run.strategy.scope():
       return ensemble(students, name.replace(' ', '_').replace('=', ''))
+
+  def teacher_cache(self, group: Sequence[teachers_lib.Teacher]
+                    ) -> Optional[teacher_cache_lib.TeacherCache]:
+    """The group's logits per train row, computed on first use when that costs less than
+    running the teachers at every step; None when they must run at every step."""
+    key = tuple(id(teacher) for teacher in group)
+    if key not in self.teacher_caches:
+      run = self.run
+      reason = teacher_cache_lib.reason_not_to_cache(run.train_dataset().element_spec,
+                                                     self.settings.mixup, self.settings.noise)
+      cache, record = None, {'cached': False, 'reason': reason}
+      if reason is None:
+        cache, record = teacher_cache_lib.build(
+            self.fn_args.train_files, run.tf_transform_output, self.settings.label_key,
+            modeling.prepare_labels(run.units), run.options, run.global_batch_size, group,
+            rows_seen=run.epochs * run.steps_per_epoch * run.global_batch_size)
+      if cache is not None:
+        self.logger.info('Distiller: the teachers\' logits for the %d train rows took %.1f s '
+                         'to compute, once; each step looks them up', record['rows'],
+                         record['seconds'])
+      else:
+        self.logger.info('Distiller: the teachers run at every step: %s', record['reason'])
+      self.teacher_caches[key] = (cache, record)
+    return self.teacher_caches[key][0]
 
   def largest_inputs(self, count: int = 3) -> str:
     """The transformed features with the largest magnitudes on eval: what to scale first."""
@@ -923,6 +962,7 @@ class Distillation:
         'hand_on_reason': 'no from-scratch twin trained (train_baseline=False)',
         'weak_teachers': weak_teachers,
         'transfer_set': transfer_lib.describe(self.transfer),
+        'teacher_logits': [record for _, record in self.teacher_caches.values()],
         'size_search': size_search,
         'trained_longer': longer,
         'eval_split': eval_set.split,

@@ -16,6 +16,7 @@ from tfx.types import standard_artifacts
 from tfx_distillery.components import Distiller
 from tfx_distillery.components.common import artifacts
 from tfx_distillery.components.common import callbacks
+from tfx_distillery.components.common import reading
 from tfx_distillery.components.distiller import executor as distiller_executor
 from tfx_distillery.components.distiller import spec as distiller_spec
 from tfx_distillery.components.distiller import training
@@ -243,11 +244,15 @@ def test_two_workers_distill_under_multi_worker_mirrored(data, teacher, tmp_path
   # Each worker reads its share of the labelled batches and of the transfer batches.
   pool = (transfer_artifact(str(tmp_path / 'pool'), {'unlabelled': unlabelled_rows(300, 7)})
           if with_transfer_set else None)
+  # With the transfer set, no mixup: each worker looks up the labelled rows' logits from its
+  # own pass, and its transfer batches, not in the cache, run the teacher.
   model_uri, metrics = run_distiller(data, [teacher], str(tmp_path), num_workers=2,
-                                     train_baseline=False, transfer_examples=pool)
+                                     train_baseline=False, transfer_examples=pool,
+                                     **({'mixup': 0.0} if with_transfer_set else {}))
   assert os.listdir(model_uri) == ['Format-Serving']
   assert metrics['student_accuracy'] > metrics['majority_accuracy']
   assert (metrics['transfer_set'] is not None) == with_transfer_set
+  assert [record['cached'] for record in metrics['teacher_logits']] == [with_transfer_set]
 
 
 def test_a_student_with_the_wrong_number_of_outputs_fails_at_the_first_batch(
@@ -507,6 +512,40 @@ def test_without_a_module_file_the_builtin_student_is_built_sized_and_recorded(
   assert metrics['student_accuracy'] > metrics['majority_accuracy'] + 0.1
   outputs = serve(model_uri, data[2][:10])
   assert outputs['logits'].shape == (10, 1)
+
+
+def test_the_teachers_logits_are_computed_once_per_train_row_and_teach_the_same_student(
+    data, teacher, tmp_path, monkeypatch):
+  lookups = []
+  original_lookup = training.teacher_cache_lib.TeacherCache.lookup
+
+  def lookup(self, features, compute):
+    lookups.append(sorted(features))  # Once per trace of the training step.
+    return original_lookup(self, features, compute)
+
+  monkeypatch.setattr(training.teacher_cache_lib.TeacherCache, 'lookup', lookup)
+  # Batches in a seeded order, so that the two runs below see the same ones.
+  monkeypatch.setattr(training.modeling.reading, 'read_options',
+                      lambda _: reading.IngestionOptions(deterministic=True, seed=1))
+  # Mixup would mix the float features into rows the train split does not hold.
+  settings = dict(train_baseline=False, hand_on='distilled', temperature=2.0, alpha=0.5,
+                  mixup=0.0)
+  cached_uri, cached = run_distiller(data, [teacher], str(tmp_path), **settings)
+  assert lookups, 'no training step looked the logits up'
+  record, = cached['teacher_logits']
+  assert (record['cached'], record['rows'], record['distinct_rows']) == (True, 800, 800)
+  # Too few rows allowed: the teacher runs at every step, and the log's reason says why.
+  monkeypatch.setattr(training.teacher_cache_lib, 'MAX_ROWS', 799)
+  uncached_uri, uncached = run_distiller(data, [teacher], str(tmp_path), **settings)
+  assert uncached['teacher_logits'] == [{
+      'cached': False,
+      'reason': 'the train split holds more than 799 rows, more than the cache holds (799)'}]
+  # The same seed teaches the same student either way: the logits are the teacher's own.
+  for looked_up, computed in zip(
+      tf_keras.models.load_model(os.path.join(cached_uri, 'Format-Serving')).get_weights(),
+      tf_keras.models.load_model(os.path.join(uncached_uri, 'Format-Serving')).get_weights()):
+    np.testing.assert_allclose(looked_up, computed, rtol=1e-4, atol=1e-5)
+  assert cached['student_accuracy'] == uncached['student_accuracy']
 
 
 def _scaling(model_uri, feature):
