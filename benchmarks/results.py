@@ -67,16 +67,6 @@ def command_for(name: str) -> List[str]:
 # re-run did not fit the session. docs/benchmarks.md says so in the result's place; a test
 # fails once a pending benchmark has a result again, so the entry goes with its re-run.
 PENDING: Dict[str, str] = {
-    'corpus-imdb': ('Not measured yet: it does not fit a run\'s bound (`RUN_TIMEOUT_S`, an hour a '
-                    'seed) with the Distiller as it is. Its first try was stopped by hand: the '
-                    'first Distiller spent 4.5 minutes on its first share, since every step runs '
-                    'the bidirectional-LSTM teacher over 256 reviews of 400 tokens (TFX\'s own '
-                    'Trainer takes 10 a step). Each seed runs two size searches of up to 4 '
-                    'shares, each trained on again when none passes, and the peer: about 85 '
-                    'minutes a seed at that rate. The way to fit it is in the product: the '
-                    'teacher\'s targets computed once per example (the train split holds about 90 '
-                    'reviews), not at every step (#84). `python -m benchmarks.recorded '
-                    'corpus-imdb --save --json` measures it.'),
 }
 
 
