@@ -75,7 +75,8 @@ FETCH_TIMEOUT_S = 1800
 START_TIMEOUT_S = 120
 # Ports are chosen free, then released for the processes to bind: another process (a second
 # local cluster started in the same few seconds) can take one in between. A start whose port
-# was taken starts again on new ports, this many times in all.
+# was taken, or whose job server exited without a word (`_start_once`), starts again on new
+# ports, this many times in all.
 START_ATTEMPTS = 3
 # Beam's job servers listen on this port by default; Flink's REST API (8081) is a common
 # mistake for it.
@@ -372,7 +373,8 @@ class Process:
 class Cluster:
   """A started engine: its processes, its job server's endpoint, and how to stop it."""
 
-  def __init__(self, engine: str, work_dir: str, processes: List[Process], endpoint: str,
+  def __init__(self, engine: str, work_dir: str, processes: List[Process],
+               endpoint: Optional[str],
                ui: str, slots: int = SLOTS, owns_work_dir: bool = False,
                files_to_stage: Optional[str] = None):
     self.engine = engine
@@ -682,8 +684,10 @@ def _rest_json(url: str) -> Optional[dict]:
 
 
 def _flink_processes(engine_home: str, job_server: str, work_dir: str, log,
-                     slots: int) -> (List[Process], str, str, callable, List[int]):
-  rpc_port, rest_port, job_port, artifact_port, expansion_port = free_ports(5)
+                     slots: int) -> (List[Process], callable, str, callable, List[int]):
+  """Flink's JobManager and TaskManagers; a maker of Beam's job server, given its 3 ports;
+  the web UI; whether the cluster has its slots; and the ports chosen here."""
+  rpc_port, rest_port = free_ports(2)
   conf_dir = os.path.join(work_dir, 'conf')
   os.makedirs(conf_dir, exist_ok=True)
   with open(os.path.join(conf_dir, 'flink-conf.yaml'), 'w') as handle:
@@ -738,22 +742,25 @@ def _flink_processes(engine_home: str, job_server: str, work_dir: str, log,
       flink_classpath, 'org.apache.flink.runtime.taskexecutor.TaskManagerRunner',
       ['--configDir', conf_dir, *dynamic], jvm_options),
       os.path.join(logs, f'taskmanager-{index}.log')) for index in range(slots)]
-  processes.append(Process('flink job server', _java_command(
-      [os.path.join(job_server, 'lib', '*')], JOB_SERVER_MAIN['flink'],
-      [f'--flink-master={LOOPBACK}:{rest_port}', f'--job-host={LOOPBACK}',
-       f'--job-port={job_port}', f'--artifact-port={artifact_port}',
-       f'--expansion-port={expansion_port}']), os.path.join(logs, 'job-server.log')))
+
+  def job_server_process(job_port: int, artifact_port: int, expansion_port: int) -> Process:
+    return Process('flink job server', _java_command(
+        [os.path.join(job_server, 'lib', '*')], JOB_SERVER_MAIN['flink'],
+        [f'--flink-master={LOOPBACK}:{rest_port}', f'--job-host={LOOPBACK}',
+         f'--job-port={job_port}', f'--artifact-port={artifact_port}',
+         f'--expansion-port={expansion_port}']), os.path.join(logs, 'job-server.log'))
 
   def cluster_ready() -> bool:
     overview = _rest_json(f'http://{LOOPBACK}:{rest_port}/overview') or {}
     return overview.get('slots-total', 0) >= slots
-  return (processes, f'{LOOPBACK}:{job_port}', f'http://{LOOPBACK}:{rest_port}', cluster_ready,
-          [rpc_port, rest_port, job_port, artifact_port, expansion_port])
+  return (processes, job_server_process, f'http://{LOOPBACK}:{rest_port}', cluster_ready,
+          [rpc_port, rest_port])
 
 
 def _spark_processes(engine_home: str, job_server: str, work_dir: str, log,
-                     slots: int) -> (List[Process], str, str, callable, List[int]):
-  master_port, master_ui, worker_ui, job_port, artifact_port, expansion_port = free_ports(6)
+                     slots: int) -> (List[Process], callable, str, callable, List[int]):
+  """Spark's master and worker, and the rest as `_flink_processes` returns it."""
+  master_port, master_ui, worker_ui = free_ports(3)
   spark_classpath = [os.path.join(engine_home, 'jars', '*')]
   logs = os.path.join(work_dir, 'logs')
   master = f'spark://{LOOPBACK}:{master_port}'
@@ -767,21 +774,23 @@ def _spark_processes(engine_home: str, job_server: str, work_dir: str, log,
           [master, '--host', LOOPBACK, '--cores', str(slots), '--memory', '2g',
            '--webui-port', str(worker_ui), '--work-dir', os.path.join(work_dir, 'work')]),
               os.path.join(logs, 'worker.log')),
-      Process('spark job server', _java_command(
-          [os.path.join(job_server, 'lib', '*'), *spark_classpath], JOB_SERVER_MAIN['spark'],
-          [f'--spark-master-url={master}', f'--job-host={LOOPBACK}', f'--job-port={job_port}',
-           f'--artifact-port={artifact_port}', f'--expansion-port={expansion_port}'],
-          # The executors run on this machine: they load Beam from the job server's folder,
-          # and nothing is staged (NOTHING_TO_STAGE).
-          [f'-Dspark.executor.extraClassPath={os.path.join(job_server, "lib", "*")}']),
-              os.path.join(logs, 'job-server.log')),
   ]
+
+  def job_server_process(job_port: int, artifact_port: int, expansion_port: int) -> Process:
+    return Process('spark job server', _java_command(
+        [os.path.join(job_server, 'lib', '*'), *spark_classpath], JOB_SERVER_MAIN['spark'],
+        [f'--spark-master-url={master}', f'--job-host={LOOPBACK}', f'--job-port={job_port}',
+         f'--artifact-port={artifact_port}', f'--expansion-port={expansion_port}'],
+        # The executors run on this machine: they load Beam from the job server's folder,
+        # and nothing is staged (NOTHING_TO_STAGE).
+        [f'-Dspark.executor.extraClassPath={os.path.join(job_server, "lib", "*")}']),
+                   os.path.join(logs, 'job-server.log'))
 
   def cluster_ready() -> bool:
     state = _rest_json(f'http://{LOOPBACK}:{master_ui}/json/') or {}
     return state.get('aliveworkers', 0) >= 1 and state.get('cores', 0) >= slots
-  return (processes, f'{LOOPBACK}:{job_port}', f'http://{LOOPBACK}:{master_ui}', cluster_ready,
-          [master_port, master_ui, worker_ui, job_port, artifact_port, expansion_port])
+  return (processes, job_server_process, f'http://{LOOPBACK}:{master_ui}', cluster_ready,
+          [master_port, master_ui, worker_ui])
 
 
 def start(engine: str, work_dir: Optional[str] = None, log=print,
@@ -831,14 +840,16 @@ def start(engine: str, work_dir: Optional[str] = None, log=print,
 
 
 class _PortTaken(ClusterError):
-  """A start that failed while another process held one of the ports chosen for it."""
+  """A start that failed while another process held one of the ports chosen for it, or
+  whose job server exited with status 0: Beam's driver does so when it cannot open its
+  ports, and logs why nowhere (it has no SLF4J binding)."""
 
 
 def _start_once(engine: str, engine_home: str, job_server: str, work_dir: str,
                 owns_work_dir: bool, log, slots: int) -> Cluster:
   """One start on newly chosen ports; `_PortTaken` when another process held one of them."""
   build = _flink_processes if engine == 'flink' else _spark_processes
-  processes, endpoint, ui, cluster_ready, chosen_ports = build(
+  processes, job_server_process_for, ui, cluster_ready, chosen_ports = build(
       engine_home, job_server, work_dir, log, slots)
   environment = dict(os.environ)
   if engine == 'spark':
@@ -846,32 +857,51 @@ def _start_once(engine: str, engine_home: str, job_server: str, work_dir: str,
     # name outside a source tree.
     environment.update({'SPARK_HOME': engine_home, 'SPARK_SCALA_VERSION': '2.12',
                         'SPARK_LOCAL_IP': LOOPBACK})
-  cluster = Cluster(engine, work_dir, processes, endpoint, ui, slots, owns_work_dir,
+  cluster = Cluster(engine, work_dir, processes, None, ui, slots, owns_work_dir,
                     _nothing_to_stage(job_server) if engine == 'spark' else None)
   started = time.monotonic()
+  job_server_process = None
   try:
-    engine_processes, job_server_process = processes[:-1], processes[-1]
-    for process in engine_processes:
+    for process in processes:
       process.start(environment)
-    _wait_until(f'the {engine} cluster had {slots} slots', cluster_ready, engine_processes,
+    _wait_until(f'the {engine} cluster had {slots} slots', cluster_ready, processes,
                 START_TIMEOUT_S)
+    # The job server's ports are chosen now, not with the engine's: Flink's and Spark's
+    # processes bind ports the kernel picks as they start (RPC, blob and data ports), and in
+    # CI one of them had taken the job server's port chosen a minute before.
+    job_ports = free_ports(3)
+    chosen_ports = chosen_ports + job_ports
+    job_server_process = job_server_process_for(*job_ports)
+    processes.append(job_server_process)
+    cluster.endpoint = f'{LOOPBACK}:{job_ports[0]}'
     job_server_process.start(environment)
     # Beam's Job API, not a TCP connection: a port taken by another process also accepts one.
-    _wait_until(f'Beam\'s {engine} job server answered on {endpoint}',
-                lambda: job_server_answers(endpoint), processes, START_TIMEOUT_S)
+    _wait_until(f'Beam\'s {engine} job server answered on {cluster.endpoint}',
+                lambda: job_server_answers(cluster.endpoint), processes, START_TIMEOUT_S)
   except BaseException as error:
+    # Read before the stop, which ends the job server with a signal.
+    silent_exit = (job_server_process is not None and job_server_process.popen is not None
+                   and job_server_process.popen.poll() == 0)
     # The error names a log: it stays.
     cluster.owns_work_dir = False
     cluster.stop()
+    if not isinstance(error, ClusterError):
+      raise
     # Once ours have ended, a port that still accepts connections is another process's.
     taken = [port for port in chosen_ports if answers(port)]
-    if taken and isinstance(error, ClusterError):
+    if taken:
       raise _PortTaken(f'another process took port {", ".join(map(str, taken))} between '
                        f'its choice and the {engine} cluster\'s start '
                        f'({str(error).splitlines()[0]})') from error
+    if silent_exit:
+      # A port held for a moment (another process's outgoing connection) is free again by
+      # now, so the check above cannot see it.
+      raise _PortTaken(f'Beam\'s {engine} job server exited with status 0 before it '
+                       f'answered on {cluster.endpoint}: it does so when it cannot open its '
+                       f'ports, most often one another process held for a moment') from error
     raise
-  log(f'beam_cluster: {engine} up in {time.monotonic() - started:.1f} s: job server {endpoint}, '
-      f'web UI {ui}, logs in {os.path.join(work_dir, "logs")}')
+  log(f'beam_cluster: {engine} up in {time.monotonic() - started:.1f} s: job server '
+      f'{cluster.endpoint}, web UI {ui}, logs in {os.path.join(work_dir, "logs")}')
   return cluster
 
 

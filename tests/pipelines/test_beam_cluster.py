@@ -95,6 +95,57 @@ def test_a_start_whose_ports_are_taken_every_time_stops_after_its_attempts(tmp_p
                                                       ' starting again on new ports (3 of 3)']
 
 
+def _fake_cluster(tmp_path, monkeypatch, job_server_exit_status):
+  """Starts through `start`'s real path with stand-in processes: an engine that sleeps and a
+  job server that exits at once with `job_server_exit_status`. Returns the starts made."""
+  monkeypatch.setattr(beam_cluster, 'check_java', lambda: 17)
+  monkeypatch.setattr(beam_cluster, 'fetch_job_server', lambda engine, log: str(tmp_path))
+  monkeypatch.setattr(beam_cluster, 'check_job_server_version', lambda lib_dir, engine: None)
+  monkeypatch.setattr(beam_cluster, 'fetch_engine', lambda engine, log: str(tmp_path))
+  starts = []
+
+  def processes(engine_home, job_server, work_dir, log, slots):
+    starts.append(work_dir)
+    logs = os.path.join(work_dir, 'logs')
+    engine = beam_cluster.Process('spark master', ['sleep', '60'],
+                                  os.path.join(logs, 'master.log'))
+
+    def job_server_process(job_port, artifact_port, expansion_port):
+      return beam_cluster.Process('spark job server',
+                                  ['sh', '-c', f'exit {job_server_exit_status}'],
+                                  os.path.join(logs, 'job-server.log'))
+    return [engine], job_server_process, 'http://127.0.0.1:1', lambda: True, []
+  monkeypatch.setattr(beam_cluster, '_spark_processes', processes)
+  return starts
+
+
+def test_a_job_server_that_exits_without_a_word_is_started_again_on_new_ports(
+    tmp_path, monkeypatch):
+  """Beam's job server exits with status 0, logging nothing, when it cannot open a port: in
+  CI one was held for a moment by another process, free again when the failed start looked.
+  That start is made again on new ports (bounded), not failed at once."""
+  starts = _fake_cluster(tmp_path, monkeypatch, job_server_exit_status=0)
+  lines = []
+  with pytest.raises(beam_cluster.ClusterError,
+                     match=r"Beam's spark job server exited with status 0 before it answered "
+                           r'on 127\.0\.0\.1:\d+: it does so when it cannot open its ports.*'
+                           'the same on each of 3 starts, on new ports each time'):
+    beam_cluster.start('spark', str(tmp_path / 'cluster'), log=lines.append)
+  assert len(starts) == 3
+  assert [line.rsplit(';', 1)[-1] for line in lines] == [
+      ' starting again on new ports (2 of 3)', ' starting again on new ports (3 of 3)']
+
+
+def test_a_job_server_that_fails_is_not_started_again(tmp_path, monkeypatch):
+  """A job server that fails with an error status failed for its own reason: one start, and
+  the error names the process and its status."""
+  starts = _fake_cluster(tmp_path, monkeypatch, job_server_exit_status=3)
+  with pytest.raises(beam_cluster.ClusterError,
+                     match='spark job server exited with status 3 before Beam'):
+    beam_cluster.start('spark', str(tmp_path / 'cluster'), log=lambda line: None)
+  assert len(starts) == 1
+
+
 @pytest.mark.e2e  # starts a local Spark cluster (make engines)
 def test_a_port_taken_between_its_choice_and_the_start_is_chosen_again(tmp_path, monkeypatch):
   """Ports are chosen free, then released for the cluster's processes to bind: another
@@ -103,18 +154,21 @@ def test_a_port_taken_between_its_choice_and_the_start_is_chosen_again(tmp_path,
   and its first job failed with grpc.FutureTimeoutError. Here this test takes the port: the
   start must see that no job server answers Beam's Job API there, and start again on new
   ports."""
-  build = beam_cluster._spark_processes  # pylint: disable=protected-access
+  choose = beam_cluster.free_ports
+  calls = []
   taken = []
 
-  def take_the_job_port(*arguments):
-    built = build(*arguments)
-    if not taken:
+  def take_the_job_port(count):
+    chosen = choose(count)
+    calls.append(count)
+    # The second choice is the job server's ports, made once the engine is up.
+    if len(calls) == 2 and not taken:
       listener = socket.socket()
-      listener.bind(('127.0.0.1', int(built[1].rsplit(':', 1)[1])))
+      listener.bind(('127.0.0.1', chosen[0]))
       listener.listen(4)
       taken.append(listener)
-    return built
-  monkeypatch.setattr(beam_cluster, '_spark_processes', take_the_job_port)
+    return chosen
+  monkeypatch.setattr(beam_cluster, 'free_ports', take_the_job_port)
   lines = []
   try:
     with beam_cluster.start('spark', str(tmp_path / 'cluster'), log=lines.append) as cluster:
@@ -400,9 +454,10 @@ def test_a_local_spark_cluster_stages_no_jars_its_executors_load_from_the_job_se
   one empty jar, which Beam's runner accepts."""
   engine_home = beam_cluster.fetch_engine('spark', log=lambda line: None)
   job_server = tmp_path / 'job-server'
-  processes, *_ = beam_cluster._spark_processes(  # pylint: disable=protected-access
+  _, job_server_process, *_ = beam_cluster._spark_processes(  # pylint: disable=protected-access
       engine_home, str(job_server), str(tmp_path), lambda line: None, 2)
-  server = next(process for process in processes if process.role == 'spark job server')
+  server = job_server_process(1, 2, 3)
+  assert server.role == 'spark job server'
   assert (f'-Dspark.executor.extraClassPath={job_server / "lib" / "*"}'
           in server.command[:server.command.index('-cp')])
   job_server.mkdir()
