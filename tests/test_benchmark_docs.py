@@ -300,6 +300,13 @@ def test_a_figure_over_seeds_is_decided_on_its_mean_and_says_when_within_noise()
   clear = results.over_seeds('gap', [0.030, 0.031, 0.029], [1, 2, 3], 0.01,
                              higher_is_better=False)
   assert not clear['met'] and not clear['within_noise'] and clear['target'] == '<= 0.01'
+  # One row of 100 below on one seed, two on another: -0.01 exactly, -0.010000000000000009 in
+  # floats, is on the bound and meets it; a hundredth of a row past it does not.
+  on_the_bound = results.over_seeds('built-in − peer', [0.98 - 0.98, 0.96 - 0.97, 0.98 - 1.0],
+                                    [1, 2, 3], -0.01)
+  assert on_the_bound['value'] < -0.01 and on_the_bound['met']
+  assert not results.over_seeds('x', [-0.0101], [1], -0.01)['met']
+  assert not results.over_seeds('x', [0.0101], [1], 0.01, higher_is_better=False)['met']
   text = results.render([{'benchmark': 'x', 'command': 'c', 'commit': '0' * 40,
                           'measured_code_digest': results.measured_code_digest(),
                           'measured_code_committed': True, 'date': 'd', 'wall_seconds': 1,
