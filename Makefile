@@ -18,7 +18,8 @@ $(INSTALLED): pyproject.toml requirements/lock.txt scripts/setup_venv.sh
 
 # Apache Flink and Spark with Beam's job servers, for `distillery run --beam-runner flink|spark`
 # and the engine tests: Maven and PyPI through the registries, into the engine cache
-# (~/.cache/tfx-distillery/engines, or DISTILLERY_ENGINE_CACHE). Needs Java 11+ and Maven.
+# (~/.cache/tfx-distillery/engines, or DISTILLERY_ENGINE_CACHE). Needs Java 11+ and Maven,
+# and javac for a local Flink cluster whose jobs stage nothing (docs/scaling-out.md).
 engines: $(INSTALLED)
 	$(PYTHON) -m tfx_distillery.pipelines.beam_cluster fetch flink spark
 

@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import ctypes
 import dataclasses
+import hashlib
 import importlib.metadata
 import json
 import os
@@ -96,6 +97,16 @@ STATE_FILE = 'cluster.json'
 # own folder instead (spark.executor.extraClassPath), and Beam stages this empty jar: its
 # runner refuses a list with no existing file.
 NOTHING_TO_STAGE = 'nothing-to-stage.jar'
+# Beam's Flink job server stages its whole classpath (about 150 MB of jars) for every Beam
+# job, whatever --files_to_stage says: the JobManager stores it and each TaskManager fetches
+# it and loads Beam anew, 10-18 s a job here. A local Flink cluster has Beam's jars on its own
+# classpath instead, and its jobs name this detector (java/NothingToStage.java, compiled
+# against the job server's Beam into its folder once), which lists nothing to stage.
+STAGE_NOTHING_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'java',
+                                    'NothingToStage.java')
+STAGE_NOTHING_CLASS = 'tfx_distillery.beam.NothingToStage'
+STAGE_NOTHING_OPTION = 'pipeline_resources_detector_factory_class'
+COMPILE_TIMEOUT_S = 120
 # What a stopped cluster leaves in a work folder the caller gave: its configuration and logs.
 # Flink's blob store and Spark's application folders (hundreds of MB) go with the cluster.
 KEPT_AFTER_STOP = ('conf', 'logs')
@@ -376,7 +387,8 @@ class Cluster:
   def __init__(self, engine: str, work_dir: str, processes: List[Process],
                endpoint: Optional[str],
                ui: str, slots: int = SLOTS, owns_work_dir: bool = False,
-               files_to_stage: Optional[str] = None):
+               files_to_stage: Optional[str] = None,
+               resources_detector: Optional[str] = None):
     self.engine = engine
     self.slots = slots
     self.work_dir = work_dir
@@ -384,6 +396,7 @@ class Cluster:
     # (the error names its log).
     self.owns_work_dir = owns_work_dir
     self.files_to_stage = files_to_stage
+    self.resources_detector = resources_detector
     self.processes = processes
     self.endpoint = endpoint
     self.ui = ui
@@ -402,8 +415,12 @@ class Cluster:
             + self.staging_args())
 
   def staging_args(self) -> List[str]:
-    """Beam's arguments for what this cluster's jobs stage: nothing on a local Spark cluster."""
-    return [f'--files_to_stage={self.files_to_stage}'] if self.files_to_stage else []
+    """Beam's arguments for what this cluster's jobs stage: nothing on a local cluster."""
+    arguments = [f'--files_to_stage={self.files_to_stage}'] if self.files_to_stage else []
+    if self.resources_detector:
+      _declare_resources_detector_option()
+      arguments.append(f'--{STAGE_NOTHING_OPTION}={self.resources_detector}')
+    return arguments
 
   def lost(self) -> Optional[Process]:
     """The first process that exited while the cluster was meant to run, else None.
@@ -683,8 +700,9 @@ def _rest_json(url: str) -> Optional[dict]:
     return None
 
 
-def _flink_processes(engine_home: str, job_server: str, work_dir: str, log,
-                     slots: int) -> (List[Process], callable, str, callable, List[int]):
+def _flink_processes(engine_home: str, job_server: str, work_dir: str, log, slots: int,
+                     resources_detector: Optional[str] = None
+                     ) -> (List[Process], callable, str, callable, List[int]):
   """Flink's JobManager and TaskManagers; a maker of Beam's job server, given its 3 ports;
   the web UI; whether the cluster has its slots; and the ports chosen here."""
   rpc_port, rest_port = free_ports(2)
@@ -719,7 +737,13 @@ def _flink_processes(engine_home: str, job_server: str, work_dir: str, log,
         'pekko.ask.timeout: 120 s', 'heartbeat.interval: 10000', 'heartbeat.timeout: 60000',
         f'io.tmp.dirs: {os.path.join(work_dir, "tmp")}', '']))
   os.makedirs(os.path.join(work_dir, 'tmp'), exist_ok=True)
-  flink_classpath = [os.path.join(engine_home, 'lib', '*')]
+  # Beam's Flink runner from the job server's folder on the cluster's own classpath, after
+  # Flink's (the job server's copies of Flink's jars are left out): jobs that stage nothing
+  # (STAGE_NOTHING_CLASS) find Beam there, loaded once for all of them.
+  beam_jars = sorted(os.path.join(job_server, 'lib', name)
+                     for name in os.listdir(os.path.join(job_server, 'lib'))
+                     if name.endswith('.jar') and not name.startswith('flink-'))
+  flink_classpath = [os.path.join(engine_home, 'lib', '*'), *beam_jars]
   # What Flink's taskmanager.sh asks of BashJavaUtils: the TaskManager's memory and CPU
   # settings, computed from the configuration.
   completed = subprocess.run(
@@ -745,7 +769,8 @@ def _flink_processes(engine_home: str, job_server: str, work_dir: str, log,
 
   def job_server_process(job_port: int, artifact_port: int, expansion_port: int) -> Process:
     return Process('flink job server', _java_command(
-        [os.path.join(job_server, 'lib', '*')], JOB_SERVER_MAIN['flink'],
+        [*([resources_detector] if resources_detector else []),
+         os.path.join(job_server, 'lib', '*')], JOB_SERVER_MAIN['flink'],
         [f'--flink-master={LOOPBACK}:{rest_port}', f'--job-host={LOOPBACK}',
          f'--job-port={job_port}', f'--artifact-port={artifact_port}',
          f'--expansion-port={expansion_port}']), os.path.join(logs, 'job-server.log'))
@@ -822,13 +847,15 @@ def start(engine: str, work_dir: Optional[str] = None, log=print,
   job_server = fetch_job_server(engine, log)
   check_job_server_version(os.path.join(job_server, 'lib'), engine)
   engine_home = fetch_engine(engine, log)
+  resources_detector = stage_nothing_detector(job_server, log) if engine == 'flink' else None
   owns_work_dir = not work_dir
   work_dir = work_dir or tempfile.mkdtemp(prefix=f'distillery-{engine}-')
   os.makedirs(os.path.join(work_dir, 'logs'), exist_ok=True)
   attempt = 1
   while True:
     try:
-      return _start_once(engine, engine_home, job_server, work_dir, owns_work_dir, log, slots)
+      return _start_once(engine, engine_home, job_server, work_dir, owns_work_dir, log, slots,
+                         resources_detector)
     except _PortTaken as taken:
       if attempt == START_ATTEMPTS:
         raise ClusterError(f'{taken}; the same on each of {START_ATTEMPTS} starts, on new '
@@ -846,11 +873,15 @@ class _PortTaken(ClusterError):
 
 
 def _start_once(engine: str, engine_home: str, job_server: str, work_dir: str,
-                owns_work_dir: bool, log, slots: int) -> Cluster:
+                owns_work_dir: bool, log, slots: int,
+                resources_detector: Optional[str] = None) -> Cluster:
   """One start on newly chosen ports; `_PortTaken` when another process held one of them."""
-  build = _flink_processes if engine == 'flink' else _spark_processes
-  processes, job_server_process_for, ui, cluster_ready, chosen_ports = build(
-      engine_home, job_server, work_dir, log, slots)
+  if engine == 'flink':
+    processes, job_server_process_for, ui, cluster_ready, chosen_ports = _flink_processes(
+        engine_home, job_server, work_dir, log, slots, resources_detector)
+  else:
+    processes, job_server_process_for, ui, cluster_ready, chosen_ports = _spark_processes(
+        engine_home, job_server, work_dir, log, slots)
   environment = dict(os.environ)
   if engine == 'spark':
     # A worker launches executors from SPARK_HOME's jars; the Scala version is asked for by
@@ -858,7 +889,8 @@ def _start_once(engine: str, engine_home: str, job_server: str, work_dir: str,
     environment.update({'SPARK_HOME': engine_home, 'SPARK_SCALA_VERSION': '2.12',
                         'SPARK_LOCAL_IP': LOOPBACK})
   cluster = Cluster(engine, work_dir, processes, None, ui, slots, owns_work_dir,
-                    _nothing_to_stage(job_server) if engine == 'spark' else None)
+                    _nothing_to_stage(job_server) if engine == 'spark' else None,
+                    STAGE_NOTHING_CLASS if resources_detector else None)
   started = time.monotonic()
   job_server_process = None
   try:
@@ -903,6 +935,80 @@ def _start_once(engine: str, engine_home: str, job_server: str, work_dir: str,
   log(f'beam_cluster: {engine} up in {time.monotonic() - started:.1f} s: job server '
       f'{cluster.endpoint}, web UI {ui}, logs in {os.path.join(work_dir, "logs")}')
   return cluster
+
+
+def _declare_resources_detector_option() -> None:
+  """Makes Beam's Python SDK pass --pipeline_resources_detector_factory_class to the job.
+
+  Beam's portable runner passes on only the options it knows: its own and those the job
+  server describes, and the Flink job server does not describe this one.
+  """
+  global _ResourcesDetectorOptions
+  if _ResourcesDetectorOptions is not None:
+    return
+  from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
+
+  class ResourcesDetectorOptions(pipeline_options.PipelineOptions):
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+      parser.add_argument(f'--{STAGE_NOTHING_OPTION}', default=None,
+                          help='The Java class that lists what a Beam job stages.')
+
+  _ResourcesDetectorOptions = ResourcesDetectorOptions
+
+
+_ResourcesDetectorOptions = None
+
+
+def stage_nothing_detector(job_server: str, log=print) -> Optional[str]:
+  """The jar of STAGE_NOTHING_CLASS, compiled once into the job server's folder.
+
+  None, and a line in `log`, where it cannot be compiled (a Java runtime without javac):
+  the jobs then stage Beam's jars as Beam does by default, more slowly.
+  """
+  with open(STAGE_NOTHING_SOURCE, 'rb') as handle:
+    source = handle.read()
+  # Named by the source's content: a changed source is compiled again.
+  path = os.path.join(job_server,
+                      f'stage-nothing-{hashlib.sha256(source).hexdigest()[:12]}.jar')
+  if os.path.exists(path):
+    return path
+  javac = shutil.which('javac')
+  beam_core = [os.path.join(job_server, 'lib', name)
+               for name in os.listdir(os.path.join(job_server, 'lib'))
+               if name.startswith('beam-sdks-java-core-')]
+  if not javac or not beam_core:
+    log(f'beam_cluster: {"no javac on PATH" if not javac else "no Beam core jar"}: each '
+        'Flink job stages Beam\'s jars (about 150 MB), 10-18 s more a job')
+    return None
+  with tempfile.TemporaryDirectory(prefix='distillery-javac-') as scratch:
+    try:
+      completed = subprocess.run(
+          [javac, '--release', str(MINIMUM_JAVA), '-cp', beam_core[0], '-d', scratch,
+           STAGE_NOTHING_SOURCE], capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
+          check=False)
+    except subprocess.TimeoutExpired:
+      completed = None
+    if completed is None or completed.returncode != 0:
+      # javac's first error names the cause (most often a Beam it cannot find).
+      errors = [line for line in (completed.stderr if completed else '').splitlines()
+                if ': error: ' in line]
+      log('beam_cluster: javac could not compile ' + os.path.basename(STAGE_NOTHING_SOURCE)
+          + (f' within {COMPILE_TIMEOUT_S} s' if completed is None else
+             ': ' + (errors[0].split(': error: ', 1)[1] if errors
+                     else completed.stderr.strip()[-300:]))
+          + '; each Flink job stages Beam\'s jars (about 150 MB), 10-18 s more a job')
+      return None
+    # Written aside, then renamed: a run started meanwhile never loads half a jar.
+    partial = f'{path}.{os.getpid()}.partial'
+    with zipfile.ZipFile(partial, 'w') as jar:
+      for parent, _, names in os.walk(scratch):
+        for name in names:
+          jar.write(os.path.join(parent, name),
+                    os.path.relpath(os.path.join(parent, name), scratch))
+    os.replace(partial, path)
+  return path
 
 
 def _nothing_to_stage(job_server: str) -> str:
@@ -955,7 +1061,10 @@ def main(argv: Optional[List[str]] = None) -> int:
       except ValueError as error:
         parser.error(str(error).replace('--beam-runner', 'engine'))
       check_java()
-      check_job_server_version(os.path.join(fetch_job_server(engine), 'lib'), engine)
+      job_server = fetch_job_server(engine)
+      check_job_server_version(os.path.join(job_server, 'lib'), engine)
+      if engine == 'flink':
+        stage_nothing_detector(job_server)
       print(f'beam_cluster: {engine} is in {fetch_engine(engine)}')
     return 0
   if args.action == 'stop':

@@ -82,6 +82,8 @@ def test_the_wheel_puts_only_tfx_distillery_at_top_level_with_every_package(inst
       assert f'{target}/{relative}' in names, f'{folder}/{relative} is not in the wheel'
   for schema in ('taxi', 'digits'):
     assert f'tfx_distillery/pipelines/schemas/{schema}.pbtxt' in names
+  # Compiled by the installed package's beam_cluster for a local Flink cluster.
+  assert 'tfx_distillery/pipelines/java/NothingToStage.java' in names
 
 
 def test_the_installed_package_imports_and_finds_its_schemas_outside_the_repository(installed):

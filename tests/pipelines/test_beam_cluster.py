@@ -399,8 +399,9 @@ def test_the_flink_taskmanager_has_memory_for_beams_data_plane_and_heap(tmp_path
   needs room there beside the network buffers, or a 1.5-million-row Transform fails with
   "OutOfMemoryError: Direct buffer memory" (benchmarks/beam_engines.py, 100x)."""
   engine_home = beam_cluster.fetch_engine('flink', log=lambda line: None)
+  job_server = beam_cluster.fetch_job_server('flink', log=lambda line: None)
   processes, *_ = beam_cluster._flink_processes(  # pylint: disable=protected-access
-      engine_home, str(tmp_path / 'job-server'), str(tmp_path), lambda line: None, 2)
+      engine_home, job_server, str(tmp_path), lambda line: None, 2)
   taskmanagers = [process for process in processes
                   if process.role.startswith('flink taskmanager')]
   assert len(taskmanagers) == 2
@@ -470,3 +471,86 @@ def test_a_local_spark_cluster_stages_no_jars_its_executors_load_from_the_job_se
   flink = beam_cluster.Cluster('flink', str(tmp_path), [], '127.0.0.1:1', '', 2)
   assert not any(argument.startswith('--files_to_stage') for argument in
                  flink.beam_pipeline_args())
+
+
+def _classpath(process):
+  return process.command[process.command.index('-cp') + 1].split(os.pathsep)
+
+
+def test_a_local_flink_clusters_jobs_stage_nothing_and_find_beam_on_its_classpath(tmp_path):
+  """Beam's Flink job server staged its 150 MB classpath for every job, whatever
+  --files_to_stage said (10-18 s a job here): the jobs name a detector, compiled against the
+  job server's Beam, that lists nothing to stage, and the JobManager and TaskManagers load
+  Beam from the job server's folder (test_taxi_engines.py measures the disk it saves)."""
+  engine_home = beam_cluster.fetch_engine('flink', log=lambda line: None)
+  job_server = beam_cluster.fetch_job_server('flink', log=lambda line: None)
+  detector = beam_cluster.stage_nothing_detector(job_server, log=pytest.fail)
+  with zipfile.ZipFile(detector) as jar:
+    assert jar.namelist() == ['tfx_distillery/beam/NothingToStage.class']
+  processes, job_server_process, *_ = beam_cluster._flink_processes(  # pylint: disable=protected-access
+      engine_home, job_server, str(tmp_path), lambda line: None, 2, detector)
+  assert _classpath(job_server_process(1, 2, 3))[0] == detector
+  assert [process.role for process in processes] == [
+      'flink jobmanager', 'flink taskmanager 0', 'flink taskmanager 1']
+  for process in processes:
+    classpath = _classpath(process)
+    # Flink's own jars first: the job server's copies of them are left out.
+    assert classpath[0] == os.path.join(engine_home, 'lib', '*'), process.role
+    names = [os.path.basename(entry) for entry in classpath[1:]]
+    assert any(name.startswith('beam-runners-flink-') for name in names), names
+    assert not [name for name in names if name.startswith('flink-')], names
+  cluster = beam_cluster.Cluster('flink', str(tmp_path), [], '127.0.0.1:1', '', 2,
+                                 resources_detector=beam_cluster.STAGE_NOTHING_CLASS)
+  arguments = cluster.beam_pipeline_args()
+  assert arguments[-1] == ('--pipeline_resources_detector_factory_class='
+                           'tfx_distillery.beam.NothingToStage')
+  assert not any(argument.startswith('--files_to_stage') for argument in arguments)
+  # Beam's Python SDK passes on to the job only the options it knows: this one is known.
+  from apache_beam.options import pipeline_options  # pylint: disable=g-import-not-at-top
+  passed = pipeline_options.PipelineOptions(arguments).get_all_options(drop_default=True)
+  assert passed['pipeline_resources_detector_factory_class'] == beam_cluster.STAGE_NOTHING_CLASS
+
+
+def test_the_detector_is_compiled_once_and_again_when_its_source_changes(tmp_path, monkeypatch):
+  job_server = tmp_path / 'job-server'
+  (job_server / 'lib').mkdir(parents=True)
+  real = beam_cluster.fetch_job_server('flink', log=lambda line: None)
+  [core] = [name for name in os.listdir(os.path.join(real, 'lib'))
+            if name.startswith('beam-sdks-java-core-')]
+  os.symlink(os.path.join(real, 'lib', core), job_server / 'lib' / core)
+  first = beam_cluster.stage_nothing_detector(str(job_server), log=pytest.fail)
+  assert sorted(os.listdir(job_server)) == ['lib', os.path.basename(first)]
+
+  def no_compile(*unused_args, **unused_kwargs):
+    raise AssertionError('compiled again')
+  with monkeypatch.context() as patched:
+    patched.setattr(beam_cluster.subprocess, 'run', no_compile)
+    assert beam_cluster.stage_nothing_detector(str(job_server), log=pytest.fail) == first
+  source = tmp_path / 'NothingToStage.java'
+  with open(beam_cluster.STAGE_NOTHING_SOURCE) as original:
+    source.write_text(original.read() + '// changed\n')
+  monkeypatch.setattr(beam_cluster, 'STAGE_NOTHING_SOURCE', str(source))
+  second = beam_cluster.stage_nothing_detector(str(job_server), log=pytest.fail)
+  assert second != first and os.path.exists(second)
+
+
+def test_without_javac_or_a_beam_it_compiles_against_flink_jobs_stage_as_beam_does_and_say_so(
+    tmp_path, monkeypatch):
+  job_server = tmp_path / 'job-server'
+  (job_server / 'lib').mkdir(parents=True)
+  # An empty jar: javac finds no Beam to compile against.
+  with zipfile.ZipFile(job_server / 'lib' / 'beam-sdks-java-core-2.62.0.jar', 'w'):
+    pass
+  lines = []
+  assert beam_cluster.stage_nothing_detector(str(job_server), lines.append) is None
+  [line] = lines
+  assert line.startswith('beam_cluster: javac could not compile NothingToStage.java: ')
+  assert 'package org.apache.beam.sdk.util.construction.resources does not exist' in line
+  assert line.endswith('each Flink job stages Beam\'s jars (about 150 MB), 10-18 s more a job')
+  monkeypatch.setattr(beam_cluster.shutil, 'which', lambda name: None)
+  lines.clear()
+  assert beam_cluster.stage_nothing_detector(str(job_server), lines.append) is None
+  assert lines == ['beam_cluster: no javac on PATH: each Flink job stages Beam\'s jars '
+                   '(about 150 MB), 10-18 s more a job']
+  # Nothing half-written is left for a later start to load.
+  assert os.listdir(job_server) == ['lib']
