@@ -52,6 +52,7 @@ import concurrent.futures
 import csv
 import dataclasses
 import importlib.util
+import io
 import json
 import os
 import re
@@ -187,12 +188,18 @@ def write_table(case: str, output_dir: str) -> str:
   bunch = getattr(datasets, loader)()
   columns = [re.sub(r'[^0-9a-z]+', '_', name.lower()).strip('_')
              for name in bunch.feature_names]
+  text = io.StringIO(newline='')
+  writer = csv.writer(text)
+  writer.writerow(columns + [label])
+  for row, target in zip(bunch.data, bunch.target):
+    writer.writerow([repr(float(value)) for value in row] + [int(target)])
   os.makedirs(output_dir, exist_ok=True)
-  with open(os.path.join(output_dir, 'data.csv'), 'w', newline='') as handle:
-    writer = csv.writer(handle)
-    writer.writerow(columns + [label])
-    for row, target in zip(bunch.data, bunch.target):
-      writer.writerow([repr(float(value)) for value in row] + [int(target)])
+  path = os.path.join(output_dir, 'data.csv')
+  # Written once: CsvExampleGen's fingerprint holds the file's time, and a file written again
+  # for the peer's run would make the whole stock front run again, its Trainer too.
+  if not os.path.exists(path):
+    with open(path, 'w', newline='') as handle:
+      handle.write(text.getvalue())
   return output_dir
 
 
@@ -399,11 +406,18 @@ def build_student(tf_transform_output, hyperparameters):
 # --- One case and seed, in its own process -------------------------------------------------------
 
 
-def child(case: str, seed: int, root: str) -> Dict[str, object]:
-  """Runs the case's pipeline twice under `root` (see the module's docstring)."""
+def child(case: str, seed: int, root: str,
+          distiller_steps: Optional[int] = None) -> Dict[str, object]:
+  """Runs the case's pipeline twice under `root` (see the module's docstring).
+
+  `distiller_steps`, when given, is every Distiller's `train_args` (the long suite's run: the
+  same chain in fewer steps); the benchmark leaves the Distiller's default.
+  """
   from tfx import v1 as tfx  # pylint: disable=g-import-not-at-top
   from tfx_distillery import Distiller  # pylint: disable=g-import-not-at-top
   os.makedirs(root, exist_ok=True)
+  steps = ({'train_args': tfx.proto.TrainArgs(num_steps=distiller_steps)}
+           if distiller_steps else {})
 
   def pipeline(components):
     return tfx.dsl.Pipeline(
@@ -413,16 +427,21 @@ def child(case: str, seed: int, root: str) -> Dict[str, object]:
             os.path.join(root, 'metadata.sqlite')))
 
   front = build_front(case, root)
-  bare = readme_chain(front, seed, os.path.join(root, 'serving', 'bare'))
+  bare = readme_chain(front, seed, os.path.join(root, 'serving', 'bare'), **steps)
   with_statistics = readme_chain(front, seed, os.path.join(root, 'serving', 'statistics'),
                                  suffix='_statistics',
-                                 statistics=front.transform.outputs['post_transform_stats'])
+                                 statistics=front.transform.outputs['post_transform_stats'],
+                                 **steps)
   tfx.orchestration.LocalDagRunner().run(pipeline(front.components + bare + with_statistics))
 
   distiller = shipping.newest_metrics(root, 'Distiller')
   peer = nearest_width(case, front.module_file, distiller['student_parameters'],
                        logit_units(case, root))
-  peer_module = os.path.join(root, 'peer_student.py')
+  # In a folder of its own: TFX packs every file beside a module file into the user-code
+  # wheel that its cache key hashes, so a peer module beside a table's module made the
+  # Transform and the Trainer run again, and the peer distil a teacher of its own.
+  peer_module = os.path.join(root, 'peer', 'peer_student.py')
+  os.makedirs(os.path.dirname(peer_module), exist_ok=True)
   with open(peer_module, 'w') as handle:
     handle.write(PEER_MODULE.format(case=case, module_file=front.module_file,
                                     width=peer['width']))
@@ -431,18 +450,22 @@ def child(case: str, seed: int, root: str) -> Dict[str, object]:
       teacher_model=front.trainer.outputs['model'], module_file=peer_module, random_seed=seed,
       examples=front.transform.outputs['transformed_examples'],
       transform_graph=front.transform.outputs['transform_graph'],
-      label_key=front.label_key, label_column=front.label_column).with_id('Distiller_peer')
+      label_key=front.label_key, label_column=front.label_column, **steps
+  ).with_id('Distiller_peer')
   tfx.orchestration.LocalDagRunner().run(pipeline(front.components + [peer_distiller]))
   return peer
 
 
-def one_run(case: str, seed: int, work_dir: str) -> Dict[str, object]:
-  """One case and seed in a fresh process: what each Distiller and gate wrote."""
+def one_run(case: str, seed: int, work_dir: str,
+            distiller_steps: Optional[int] = None) -> Dict[str, object]:
+  """One case and seed in a fresh process: what each Distiller and gate wrote
+  (`distiller_steps`: as `child`'s)."""
   root = os.path.join(work_dir, f'{case}-{seed}')
   shutil.rmtree(root, ignore_errors=True)
+  steps = ['--distiller-steps', str(distiller_steps)] if distiller_steps else []
   outcome = pruning.run_chain(
       [sys.executable, '-m', 'benchmarks.corpus', '--child', case, '--seed', str(seed),
-       '--work-dir', root], os.path.join(work_dir, f'home-{case}-{seed}'),
+       '--work-dir', root, *steps], os.path.join(work_dir, f'home-{case}-{seed}'),
       cwd=results.REPOSITORY, timeout_s=RUN_TIMEOUT_S)
   child_result = {}
   entry = {'case': case, 'seed': seed, 'exit_status': outcome['exit_status'],
@@ -577,6 +600,7 @@ def parse_arguments(argv=None) -> argparse.Namespace:
                       'corpus-<case>')
   parser.add_argument('--child', choices=CASES, help=argparse.SUPPRESS)
   parser.add_argument('--seed', type=int, help=argparse.SUPPRESS)
+  parser.add_argument('--distiller-steps', type=int, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if not args.config and not args.child:
     parser.error('--config is required')
@@ -593,7 +617,7 @@ def main() -> None:
       # The child's own output, and every library's, goes to its log: the parent reads it.
       os.dup2(log.fileno(), 1)
       os.dup2(log.fileno(), 2)
-      peer = child(args.child, args.seed, args.work_dir)
+      peer = child(args.child, args.seed, args.work_dir, args.distiller_steps)
       print(CHILD_RESULT + json.dumps(peer), flush=True)
     return
   seeds = [int(seed) for seed in args.seeds.split(',')]
