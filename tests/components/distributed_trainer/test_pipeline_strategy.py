@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tf_keras
 from tfx.types import standard_artifacts
 
@@ -123,6 +124,37 @@ def test_a_model_whose_optimizer_holds_slots_keeps_its_weights_where_they_are(tm
   assert [variable.ref() for variable in model.weights] == before
   assert any("leaves the weights where they are: the optimizer of model" in line
              for line in lines)
+
+
+class SignFlip(tf_keras.layers.Layer):
+  """A user's layer whose Python `if` reads a tensor: it traces only through AutoGraph."""
+
+  def call(self, inputs):
+    if tf.reduce_mean(inputs) > 0:
+      return inputs * 2.0
+    return -inputs
+
+
+def test_a_users_layer_that_needs_autograph_trains_in_stages_as_keras_trains_it():
+  # The pipelined step runs as plain Python in the trace; what the model brings is still
+  # converted as Keras' own train step converts it.
+  features = np.linspace(-1, 1, 48, dtype='float32').reshape(16, 3)
+  targets = np.ones((16, 2), 'float32')
+  weights = []
+  for pipelined in (False, True):
+    tf_keras.utils.set_random_seed(1)
+    model = tf_keras.Sequential([tf_keras.layers.Dense(4, input_shape=(3,)), SignFlip(),
+                                 tf_keras.layers.Dense(2)])
+    model.compile(tf_keras.optimizers.SGD(0.1), 'mse')
+    if pipelined:
+      # One micro-batch: the layer's branch reads the whole batch, as in Keras' step.
+      with gpipe.Pipelining(1, 1):
+        model.fit(features, targets, batch_size=16, epochs=2, verbose=0)
+    else:
+      model.fit(features, targets, batch_size=16, epochs=2, verbose=0)
+    weights.append(model.get_weights())
+  for keras_weight, staged_weight in zip(*weights):
+    np.testing.assert_allclose(staged_weight, keras_weight, rtol=1e-5, atol=1e-6)
 
 
 def test_a_model_built_under_a_strategy_of_its_own_keeps_its_weights_there():
