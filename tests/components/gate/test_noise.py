@@ -70,6 +70,17 @@ def test_wilson_interval_matches_the_textbook_value():
   assert low == pytest.approx(0.7222, abs=1e-4) and high == pytest.approx(0.8749, abs=1e-4)
 
 
+def test_the_interval_holds_its_own_accuracy_at_every_size_even_at_none_and_all_right():
+  # Wilson's bounds at 0 and 1 right are the accuracy itself, up to float rounding: a
+  # student right on all 66 of wine's eval rows got an upper bound 1e-16 below its
+  # accuracy, and the report's error bar refused the negative length, failing the run.
+  for examples in range(1, 700):
+    for right in sorted({0, 1, examples // 2, examples - 1, examples}):
+      correct = np.array([True] * right + [False] * (examples - right))
+      low, high = measuring.accuracy_interval(correct)
+      assert 0 <= low <= right / examples <= high <= 1, (examples, right, low, high)
+
+
 def test_the_table_text_shows_the_interval_and_the_paired_difference():
   assert report.interval_text([0.7222, 0.8749]) == '[0.722, 0.875]'
   assert report.difference_text({'difference': -0.005, 'interval': [-0.012, 0.002]}) == (

@@ -110,6 +110,21 @@ def test_a_majority_class_inside_the_zoom_is_drawn_as_a_line(laid_out):
     assert not any(text.get_text().startswith('majority class') for text in axis.texts)
 
 
+def test_a_candidate_right_on_every_row_is_drawn_with_its_interval(tmp_path):
+  # wine's 66 eval rows: a student right on all of them, its interval from the gate's own
+  # measuring (the run failed on it: a bar of length -1e-16).
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from tfx_distillery.components.common import measuring  # pylint: disable=import-outside-toplevel
+  decision = demo_decision()
+  for figures, right in zip([decision['teacher'], *decision['candidates']], (66, 66, 65)):
+    figures['accuracy'] = right / 66
+    figures['accuracy_interval'] = measuring.accuracy_interval(
+        np.array([True] * right + [False] * (66 - right)))
+  report.write({**decision, 'blessed': True, 'left_out': [], 'eval_examples': 66,
+                'label_key': 'cultivar_xf'}, str(tmp_path))
+  assert os.path.getsize(tmp_path / report.PNG_FILE_NAME) > 10_000
+
+
 def test_the_png_is_written_whole_beside_the_html(tmp_path):
   report.write({**demo_decision(), 'blessed': True, 'left_out': [], 'eval_examples': 1000,
                 'label_key': 'tips_xf'}, str(tmp_path))
