@@ -210,8 +210,7 @@ def one_run(engine: str, data_dir: str, work_dir: str) -> dict:
 
 def recordable(text: str, work_dir: str) -> str:
   """`text` with this machine's paths written as variables: a result is read elsewhere."""
-  return (text.replace(os.path.abspath(work_dir), '$WORK_DIR')
-          .replace(results.REPOSITORY, '$REPOSITORY'))
+  return results.recordable(text, work_dir)
 
 
 def measure(engines: Sequence[str], repeats_list: Sequence[int], work_dir: str) -> dict:

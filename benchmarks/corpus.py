@@ -486,7 +486,7 @@ def one_run(case: str, seed: int, work_dir: str,
   entry['peer'] = {'eval_accuracy': peer.get('exported_accuracy'),
                    'parameters': peer.get('student_parameters'),
                    'width': child_result.get('width')}
-  entry['stderr_tail'] = entry['stderr_tail'].replace(os.path.abspath(work_dir), '$WORK_DIR')
+  entry['stderr_tail'] = results.recordable(entry['stderr_tail'], work_dir)
   with open(os.path.join(work_dir, 'runs.jsonl'), 'a') as handle:
     handle.write(json.dumps(entry) + '\n')
   return entry
@@ -527,7 +527,11 @@ def targets_of(case: str, entries: List[dict]) -> List[dict]:
   count = len(entries)
   seeds = [entry['seed'] for entry in entries]
   beats = [entry['bare']['teacher_beats_majority'] for entry in entries]
-  learnt = all(beats) and count > 0
+  completed = [entry for entry in entries if entry['exit_status'] == 0]
+  rows.append(results.target(f'{case}: seeds whose run completed (exit status 0)',
+                             len(completed), f'= {count} of {count}', len(completed) == count))
+  # A failed run excuses no push: only a completed run's weak teacher does.
+  learnt = count > 0 and all(entry['bare']['teacher_beats_majority'] for entry in completed)
   rows.append(results.target(
       f'{case}: seeds whose stock teacher beats the majority class beyond noise on the gate\'s '
       'split', sum(1 for value in beats if value), 'recorded', None))

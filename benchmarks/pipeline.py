@@ -63,7 +63,7 @@ def output_tail(text: bytes, work_dir: str, lines: int = 25) -> list:
 
   What a result records must not hold this machine's paths.
   """
-  return [line.replace(os.path.abspath(work_dir), '$WORK_DIR')
+  return [results.recordable(line, work_dir)
           for line in text.decode(errors='replace').splitlines()[-lines:]]
 
 

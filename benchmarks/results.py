@@ -178,6 +178,14 @@ def curve_problems(detail: Dict[str, Any]) -> List[str]:
   return problems
 
 
+def recordable(text: str, work_dir: Optional[str] = None) -> str:
+  """`text` with this machine's paths written as variables, as a result must record it: a
+  failed run's log names its work folder, the repository, and the Python under the home."""
+  if work_dir:
+    text = text.replace(os.path.abspath(work_dir), '$WORK_DIR')
+  return text.replace(REPOSITORY, '$REPOSITORY').replace(os.path.expanduser('~'), '~')
+
+
 def _git(*arguments: str) -> str:
   return subprocess.run(['git', *arguments], cwd=REPOSITORY, check=True, capture_output=True,
                         text=True).stdout.strip()

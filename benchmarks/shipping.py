@@ -183,7 +183,7 @@ def record(work_dir: str, entry: dict) -> dict:
   """Appends a finished run to `runs.jsonl` in the work folder, so a benchmark stopped
   part-way still shows the runs it finished."""
   # What a result records must not hold this machine's paths.
-  entry['stderr_tail'] = entry['stderr_tail'].replace(os.path.abspath(work_dir), '$WORK_DIR')
+  entry['stderr_tail'] = results.recordable(entry['stderr_tail'], work_dir)
   with _RECORD_LOCK, open(os.path.join(work_dir, 'runs.jsonl'), 'a') as handle:
     handle.write(json.dumps(entry) + '\n')
   return entry

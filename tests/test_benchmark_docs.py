@@ -405,6 +405,16 @@ def test_no_result_records_a_path_of_the_machine_it_ran_on():
       assert path not in text, f"{record['benchmark']} records {path}"
 
 
+def test_a_failed_runs_log_is_recorded_without_the_machines_paths(tmp_path):
+  # corpus-wine's failed seed: its traceback named the repository and the Python under ~.
+  home = os.path.expanduser('~')
+  log = (f'File "{home}/.pyenv/versions/3.10.13/lib/python3.10/runpy.py"\n'
+         f'File "{results.REPOSITORY}/components/gate/report.py"\n{tmp_path}/wine-1/child.log')
+  assert results.recordable(log, str(tmp_path)) == (
+      'File "~/.pyenv/versions/3.10.13/lib/python3.10/runpy.py"\n'
+      'File "$REPOSITORY/components/gate/report.py"\n$WORK_DIR/wine-1/child.log')
+
+
 def test_a_recorded_output_tail_writes_the_work_dir_as_a_variable(tmp_path):
   from benchmarks import pipeline  # pylint: disable=import-outside-toplevel
   output = f'gate: nothing passed\nreport: {tmp_path}/demo/runs/taxi/report.html\n'.encode()

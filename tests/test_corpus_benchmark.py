@@ -101,6 +101,7 @@ def verdicts(rows):
 def test_a_case_meets_its_targets_only_when_both_chains_push_and_the_student_keeps_up():
   met = verdicts(corpus.targets_of('wine', [entry(1), entry(2), entry(3)]))
   assert met == {
+      'seeds whose run completed (exit status 0)': True,
       "seeds whose stock teacher beats the majority class beyond noise on the gate's split":
           None,
       'seeds whose bare chain pushed a model': True,
@@ -112,6 +113,18 @@ def test_a_case_meets_its_targets_only_when_both_chains_push_and_the_student_kee
       entry(1, bare=variant(pushed=None)), entry(2, peer=0.93), entry(3, peer=0.93)]))
   assert missed['seeds whose bare chain pushed a model'] is False
   assert missed["the built-in student's eval accuracy minus the hand-written peer's"] is False
+
+
+def test_a_failed_run_misses_its_pushes_and_is_counted_as_failed():
+  # corpus-wine at 2065b2e: seed 1 failed in the gate's report, and its push targets read
+  # "the teacher did not beat the majority class on every seed".
+  failed = {'pushed': None, 'eval_accuracy': None, 'teacher_beats_majority': None}
+  met = verdicts(corpus.targets_of('wine', [
+      {'seed': 1, 'exit_status': 1, 'bare': failed, 'statistics': failed,
+       'peer': {'eval_accuracy': None}}, entry(2), entry(3)]))
+  assert met['seeds whose run completed (exit status 0)'] is False
+  assert met['seeds whose bare chain pushed a model'] is False
+  assert met['seeds whose statistics chain pushed a model'] is False
 
 
 def test_a_teacher_within_noise_of_the_majority_class_asks_no_push():
