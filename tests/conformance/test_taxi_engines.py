@@ -70,13 +70,6 @@ FLOAT_TOLERANCE = 1e-6
 # comparisons, each split still over 1,000 examples, and each engine's run and DirectRunner's
 # reference compute and are decoded a third as much.
 SLICE_ROWS = 5000
-# The engines' JVMs here compile with C1 alone and collect with one thread (#82): what this
-# module compares is what each engine computed, which no JIT tier changes, and on 2 cores
-# C2's compiling took about a third of their CPU. One engine's run of these stages alone:
-# Flink 83 s (109 s of CPU) against 109 to 122 s (154 to 180 s) with the JVMs' defaults;
-# Spark 94 s (111 s) against 117 s (141 s). `distillery run`'s own clusters, and
-# tests/pipelines/test_beam_engine_faults.py's, keep the defaults.
-QUICK_START_JVM = '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC'
 
 
 def write_taxi_slice(folder: str) -> str:
@@ -161,14 +154,13 @@ def runs(tmp_path_factory):
   roots = {engine: str(tmp_path_factory.mktemp(engine)) for engine in ENGINES}
   data_dir = write_taxi_slice(str(tmp_path_factory.mktemp('taxi-slice')))
   logs, clusters = {}, {}
-  options = helpers.child_process_options()
-  options['env']['JAVA_TOOL_OPTIONS'] = QUICK_START_JVM
   for engine in ENGINES[1:]:
     logs[engine] = os.path.join(roots[engine], 'run.log')
     with open(logs[engine], 'wb') as log:
       clusters[engine] = subprocess.Popen(
           [sys.executable, '-m', 'tests.conformance.test_taxi_engines', engine, roots[engine],
-           data_dir], stdout=log, stderr=subprocess.STDOUT, **options)
+           data_dir],
+          stdout=log, stderr=subprocess.STDOUT, **helpers.child_process_options())
   try:
     run_on('direct', roots['direct'], data_dir)
     for engine, process in clusters.items():
