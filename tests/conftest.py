@@ -41,9 +41,8 @@ LONGEST_MODULES_FIRST = (
     'tests/components/ingest_transform/test_component.py',
     'tests/pipelines/test_mnist1d_run.py',
     'tests/components/distributed_trainer/test_distributed_trainer.py',
-    'tests/reliability/test_bad_data.py',
+    'tests/reliability/test_reruns.py',
     'tests/components/quantizer/test_raw_flatbuffer.py',
-    'tests/reliability/test_kill_during_training.py',
     'tests/components/distiller/test_distiller.py',
     'tests/pipelines/test_own_label.py',
 )
