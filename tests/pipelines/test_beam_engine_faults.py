@@ -17,7 +17,7 @@ import pytest
 from tests import helpers
 from tests.reliability import messy_csv
 
-# Long: make test-e2e. Per engine, the two engines at once, a run stopped at StatisticsGen,
+# Long: make test-e2e. For each engine, and the two at once: a run stopped at StatisticsGen,
 # then a rerun through the stage it stopped in.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
