@@ -416,6 +416,15 @@ def int8_fragile(teacher, output_dir: str):
   return artifact
 
 
+# The budget the fragile model's tests give the Quantizer. Kept in float, the broken layer
+# gives back the teacher's function, but the other layers are int8 still: on the 200 eval
+# rows the float-layers variant landed within int8 noise of the float32 model, from 0.010
+# below it to 0.005 above, over 12 unseeded teachers. A budget of one row (0.005) failed
+# make test once in 12; 0.03 is three times the worst drop seen, and a tenth of the plain
+# int8 model's (over 0.2, which each test asserts).
+FRAGILE_BUDGET = 0.03
+
+
 def test_an_int8_model_past_the_budget_keeps_its_worst_layer_in_float_and_ships_it(
     data, teacher, tmp_path):
   fragile = int8_fragile(teacher, str(tmp_path / 'fragile'))
@@ -428,7 +437,7 @@ def test_an_int8_model_past_the_budget_keeps_its_worst_layer_in_float_and_ships_
       {'quantized_model': [quantized], 'metrics': [metrics_artifact]},
       {'mode': 'full_integer', 'io_type': 'float32', 'representative_samples': 50,
        'qat_steps': 20, 'preserve_sparsity': 0, 'eval_examples': 200, 'latency_runs': 5,
-       'label_column': 'species', 'max_accuracy_drop': 0.005})
+       'label_column': 'species', 'max_accuracy_drop': FRAGILE_BUDGET})
   with open(os.path.join(metrics_artifact.uri, 'metrics.json')) as handle:
     metrics = json.load(handle)
   recovery = metrics['recovery']
@@ -439,14 +448,16 @@ def test_an_int8_model_past_the_budget_keeps_its_worst_layer_in_float_and_ships_
   assert recovery['shipped'] == 'float layers' and recovery['within_budget']
   assert metrics['float_layers'] == ['fragile_logits']
   assert metrics['float_ops'] == []  # Every op has an int8 kernel: kept in float on purpose.
-  assert measuring.within_drop(metrics['float32_tflite']['accuracy'], metrics['accuracy'], 0.005)
+  assert measuring.within_drop(metrics['float32_tflite']['accuracy'], metrics['accuracy'],
+                               FRAGILE_BUDGET)
   # The other layers are int8 still, and the raw-input flatbuffer keeps the same layer in
   # float: LiteRT alone runs it and it agrees with the folder route.
   assert metrics['int8_weight_share'] > 0.5
   folder = os.path.join(quantized.uri, 'Format-Serving')
   assert os.path.exists(os.path.join(folder, predict.RAW_MODEL_FILE_NAME))
   assert metrics['raw_model']['agreement_with_folder'] >= 0.98
-  assert metrics['raw_model']['accuracy'] >= metrics['float32_tflite']['accuracy'] - 0.01
+  assert measuring.within_drop(metrics['float32_tflite']['accuracy'],
+                               metrics['raw_model']['accuracy'], FRAGILE_BUDGET)
 
 
 def test_without_a_budget_the_plain_int8_model_ships_as_before(data, tmp_path, teacher):
@@ -459,20 +470,21 @@ def test_without_a_budget_the_plain_int8_model_ships_as_before(data, tmp_path, t
 
 def test_the_fallback_keeps_the_gates_margin_and_a_budget_test_rows_can_not_resolve_passes_none(
     data, teacher, tmp_path, monkeypatch):
-  # As if the gate judged on 200 test rows: one of them is 0.005, the budget. Keeping the
-  # broken layer in float gives the float32 model's answers, a drop of 0, yet the margin
-  # for the gate's noise on 200 rows is larger than the budget: no variant is within it,
-  # and the most accurate ships, marked so.
-  monkeypatch.setattr(quantizer_executor.measuring, 'test_split_size', lambda *_, **__: 200)
+  # As if the gate judged on 10 test rows. Keeping the broken layer in float gives the
+  # float32 model's answers within int8 noise, inside FRAGILE_BUDGET on eval, yet the margin
+  # for the gate's noise on 10 rows is larger than the budget (0.045 at the least, when the
+  # two models agree on every eval row): no variant is within it, and the most accurate
+  # ships, marked so.
+  monkeypatch.setattr(quantizer_executor.measuring, 'test_split_size', lambda *_, **__: 10)
   fragile = int8_fragile(teacher, str(tmp_path / 'fragile'))
   _, metrics = run_quantizer(data, fragile, str(tmp_path), 'full_integer',
-                             max_accuracy_drop=0.005)
+                             max_accuracy_drop=FRAGILE_BUDGET)
   recovery = metrics['recovery']
-  assert recovery['test_examples'] == 200
+  assert recovery['test_examples'] == 10
   measured = [trial for trial in recovery['tried'] if 'gate_margin' in trial]
-  assert measured and all(trial['gate_margin']['margin'] > 0.005 for trial in measured)
+  assert measured and all(trial['gate_margin']['margin'] > FRAGILE_BUDGET for trial in measured)
   best = max(recovery['tried'], key=lambda trial: trial['accuracy'] or 0)
-  # The point rule alone would pass it (a drop of one example is 0.005 up to float rounding).
-  assert best['gate_margin']['drop'] <= 0.005 + measuring.DROP_TOLERANCE
+  # The point rule alone would pass it.
+  assert measuring.within_drop(recovery['float32_accuracy'], best['accuracy'], FRAGILE_BUDGET)
   assert not recovery['within_budget']
   assert metrics['accuracy'] == pytest.approx(best['accuracy'])
