@@ -196,6 +196,8 @@ class HidesInterruptedSteps(logging.Filter):
   def filter(self, record: logging.LogRecord) -> bool:
     if not record.exc_info or record.exc_info[1] is None:
       return True
+    if _control_c_pressed.is_set():
+      return False
     return not _caused_by(record.exc_info[1], (KeyboardInterrupt, _EngineProcessLost))
 
 
@@ -687,6 +689,11 @@ LOSS_SIGNAL = signal.SIGUSR2
 _lost_process_message: Optional[str] = None
 _loss_raised = threading.Event()
 _failure_reported = threading.Event()
+# Set by Ctrl-C: whatever the run raises after it is the interrupt's doing. A signal handler
+# that raises inside a C++ extension's error path loses the KeyboardInterrupt: pybind11
+# replaces the pair with a RuntimeError ("MISMATCH of original and normalized active
+# exception types ... REPLACED BY KeyboardInterrupt") that is not chained to it.
+_control_c_pressed = threading.Event()
 
 
 class LostEngineProcess(RuntimeError):
@@ -947,14 +954,16 @@ def run_with_exit_status(args: argparse.Namespace) -> int:
   The console gets one message, never a Python traceback; an unexpected error's
   traceback goes to the run's log file, which the message names.
   """
+  _control_c_pressed.clear()
   previous = _catch_control_c()
   try:
     return run(args)
   except KeyboardInterrupt:
     return _report_interrupt()
   except Exception as error:  # pylint: disable=broad-except
-    if _caused_by(error, KeyboardInterrupt):
-      # Beam re-raises a DoFn's KeyboardInterrupt as a RuntimeError naming the step.
+    if _control_c_pressed.is_set() or _caused_by(error, KeyboardInterrupt):
+      # Beam re-raises a DoFn's KeyboardInterrupt as a RuntimeError naming the step, and
+      # pybind11 may replace it with a RuntimeError of its own (see _control_c_pressed).
       return _report_interrupt()
     if is_bad_input(error):
       _failure_reported.set()
@@ -990,6 +999,7 @@ def _catch_control_c():
     return None
 
   def on_control_c(signum, frame):
+    _control_c_pressed.set()
     guard = threading.Timer(INTERRUPT_EXIT_S, _exit_interrupted)
     guard.daemon = True
     guard.start()

@@ -3,6 +3,7 @@ step too), 1 for the rest."""
 
 import json
 import os
+import signal
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -51,6 +52,31 @@ def test_control_c_inside_a_beam_step_exits_130_as_interrupted(monkeypatch, caps
   assert 'interrupted' in error and 'fix its input' not in error
 
 
+def test_control_c_that_a_c_extension_turns_into_another_error_still_exits_130(
+    monkeypatch, capsys):
+  # As pybind11 does when Ctrl-C's handler raises while TensorFlow builds a NotFoundError
+  # (CI, stop 98): the KeyboardInterrupt is gone, replaced by an unchained RuntimeError.
+  def run(unused_args):
+    try:
+      signal.raise_signal(signal.SIGINT)
+    except KeyboardInterrupt:
+      pass
+    raise RuntimeError('pybind11::error_already_set: MISMATCH of original and normalized '
+                       'active exception types: ORIGINAL NotFoundError REPLACED BY '
+                       'KeyboardInterrupt: <EMPTY MESSAGE>')
+
+  monkeypatch.setattr(local_runner, 'run', run)
+  assert local_runner.run_with_exit_status(None) == local_runner.EXIT_INTERRUPTED
+  error = capsys.readouterr().err
+  assert 'interrupted' in error and 'MISMATCH' not in error and 'fix its input' not in error
+  # The next run in the process starts without the mark: its own failure is a failure.
+  def fail(unused_args):
+    raise RuntimeError('a real failure')
+
+  monkeypatch.setattr(local_runner, 'run', fail)
+  assert local_runner.run_with_exit_status(None) == local_runner.EXIT_FAILED
+
+
 def test_the_console_hides_a_library_error_record_of_an_interrupted_step_only():
   import logging  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
@@ -74,4 +100,10 @@ def test_the_console_hides_a_library_error_record_of_an_interrupted_step_only():
   hides = local_runner.HidesInterruptedSteps()
   assert not hides.filter(record_of(interrupted_step))
   assert hides.filter(record_of(failed_step))
+  # After Ctrl-C, whatever a library logs with a traceback is the interrupt's doing.
+  local_runner._control_c_pressed.set()  # pylint: disable=protected-access
+  try:
+    assert not hides.filter(record_of(failed_step))
+  finally:
+    local_runner._control_c_pressed.clear()  # pylint: disable=protected-access
   assert hides.filter(logging.LogRecord('x', logging.ERROR, __file__, 1, 'plain', None, None))
