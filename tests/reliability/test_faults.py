@@ -255,11 +255,17 @@ def test_unlabelled_rows_go_through_the_preflight_and_their_own_example_gen_to_t
   transfer_set = metrics['transfer_set']
   assert transfer_set['splits'] == ['unlabelled']
   assert transfer_set['examples'].startswith(str(root / 'UnlabelledExampleGen'))
-  # No student module file: the Distiller sized its built-in student (#36 item 3); with the
-  # budget at 1.0 the first, smallest share already fits.
+  # No student module file: the Distiller sized its built-in student (#36 item 3).
   assert metrics['student']['builder'] == 'tfx_distillery.trainer_modules.builtin_student'
-  assert metrics['size_search']['shares'] == [0.01, 0.03, 0.1, 0.3]
-  assert metrics['size_search']['chosen_share'] == 0.01
+  search = metrics['size_search']
+  assert search['shares'] == [0.01, 0.03, 0.1, 0.3]
+  # With the budget at 1.0 a student passes once it leads the majority class beyond noise,
+  # so the search stops at the first share whose int8 model does. That is mostly the
+  # smallest; in an unseeded run its 4 hidden units can learn only the commonest class (CI
+  # saw share 0.03 chosen so), and the share is then refused as such, by name.
+  *refused, chosen = search['trials']
+  assert chosen['shipped'] == 'int8' and search['chosen_share'] == chosen['share']
+  assert all('int8_versus_majority' in trial for trial in refused), refused
 
 
 @pytest.mark.e2e  # long: make test-e2e
