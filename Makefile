@@ -55,7 +55,7 @@ test-e2e: $(INSTALLED)
 # Spark) and MNIST-1D's two large-teacher configurations. `make bench-all` adds them, #61's
 # shipping runs other than `make demo`'s and #83's unseeded draws, one result each (SHIPPING_RUNS), #84's corpus of
 # stock pipelines (CORPUS_RUNS), and the re-checks on
-# held-out seeds and against the stronger baseline (15.4 hours). `make bench-stale` measures
+# held-out seeds and against the stronger baseline (15.9 hours). `make bench-stale` measures
 # again only the results a change made stale. A test keeps these hours, and the README's, equal
 # to the results' (a result not measured yet, results.PENDING, adds none).
 BENCHMARKS := pipeline shipping-demo pruning distillation mnist1d-small compression distributed \
@@ -75,11 +75,16 @@ bench-all: $(INSTALLED)
 	set -e; for name in $(BENCHMARKS) $(LONG_RUNS) $(RECHECKS) $(SHIPPING_RUNS) $(CORPUS_RUNS); do $(PYTHON) -m benchmarks.recorded $$name --save --json; done
 	$(PYTHON) -m benchmarks.results
 
+# A second pass: a result that reads a saved one (mlp-mixup-pseudo) goes stale when the first
+# pass saves what it read.
 bench-stale: $(INSTALLED)
-	@set -e; stale="$$($(PYTHON) -m benchmarks.results --list-stale --results-dir $(RESULTS_DIR))"; \
-	if [ -z "$$stale" ]; then echo "bench-stale: no result is stale"; exit 0; fi; \
-	echo "bench-stale: measuring again:" $$stale; \
-	for name in $$stale; do $(PYTHON) -m benchmarks.recorded $$name --save --json; done; \
+	@set -e; for pass in 1 2; do \
+	  stale="$$($(PYTHON) -m benchmarks.results --list-stale --results-dir $(RESULTS_DIR))"; \
+	  if [ -z "$$stale" ]; then \
+	    if [ $$pass = 1 ]; then echo "bench-stale: no result is stale"; exit 0; fi; break; fi; \
+	  echo "bench-stale: measuring again:" $$stale; \
+	  for name in $$stale; do $(PYTHON) -m benchmarks.recorded $$name --save --json; done; \
+	done; \
 	$(PYTHON) -m benchmarks.results
 
 clean:

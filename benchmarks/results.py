@@ -6,7 +6,8 @@ the date and the machine. `python -m benchmarks.results` renders
 `docs/benchmarks.md` from those files alone, so no figure in it is typed by
 hand; a test renders it again and fails when the committed file differs.
 
-A result is stale when a file it depends on changed since it was measured. It keeps
+A result is stale when a file it depends on changed since it was measured, or a saved
+result it started from was saved again after its run began. It keeps
 its figures, and the document says so under its heading and in the summary table;
 `make bench-stale` measures the stale ones again.
 
@@ -308,23 +309,62 @@ def depends_on(opened_files_dir: str, repository: str = REPOSITORY) -> Dict[str,
   return {relative: _file_digest(os.path.join(repository, relative)) for relative in chosen}
 
 
-def stale_files(record: Dict[str, Any], repository: str = REPOSITORY) -> List[str]:
+def results_read(record: Dict[str, Any]) -> List[str]:
+  """The saved results a benchmark started from, by name.
+
+  A benchmark that reads saved results (mnist1d's `mlp-mixup-pseudo` takes each seed's eval
+  choice from them) names, in each per-seed row, the result that row came from (`source`).
+  """
+  per_seed = record.get('result', {}).get('per_seed', [])
+  return sorted({run['source'] for run in per_seed if isinstance(run, dict) and 'source' in run})
+
+
+def _minutes(date: str) -> datetime.datetime:
+  return datetime.datetime.strptime(date, '%Y-%m-%d %H:%M UTC')
+
+
+def _results_saved_since(record: Dict[str, Any], results_dir: str) -> List[str]:
+  """The results this one read that were saved again, or are gone, since its run began.
+
+  The hook sees only the measured code, not docs/results, so a result read this way is
+  checked by its save time: the run began `wall_seconds` before its own save.
+  """
+  changed = []
+  for name in results_read(record):
+    path = os.path.join(results_dir, f'{name}.json')
+    relative = f'docs/results/{name}.json'
+    if not os.path.isfile(path):
+      changed.append(relative)
+      continue
+    with open(path) as handle:
+      source = json.load(handle)
+    began = _minutes(record['date']) - datetime.timedelta(seconds=record['wall_seconds'])
+    if _minutes(source['date']) > began:
+      changed.append(relative)
+  return changed
+
+
+def stale_files(record: Dict[str, Any], repository: str = REPOSITORY,
+                results_dir: Optional[str] = None) -> List[str]:
   """What changed since a result was measured; empty when it is still current.
 
   A result with `depends_on` is stale when one of those files changed or is gone.
   One without (saved outside `benchmarks.recorded`) is stale when any measured file
-  changed, since nothing says which it read.
+  changed, since nothing says which it read. Either is stale too when a saved result it
+  started from (`results_read`) was saved again after its run began.
   """
+  read_again = _results_saved_since(
+      record, results_dir or os.path.join(repository, 'docs', 'results'))
   if 'depends_on' not in record:
     if record['measured_code_digest'] == measured_code_digest(repository):
-      return []
-    return [f'the measured code ({", ".join(MEASURED_PATHS)})']
+      return read_again
+    return [f'the measured code ({", ".join(MEASURED_PATHS)})'] + read_again
   changed = []
   for relative, digest in sorted(record['depends_on'].items()):
     path = os.path.join(repository, relative)
     if not os.path.isfile(path) or _file_digest(path) != digest:
       changed.append(relative)
-  return changed
+  return changed + read_again
 
 
 def provenance(name: str, argv: List[str]) -> Dict[str, Any]:
@@ -470,9 +510,11 @@ def stale_line(record: Dict[str, Any], repository: str = REPOSITORY) -> Optional
           f"not this one's: `make bench-stale` measures it again.")
 
 
-def stale_names(records: List[Dict[str, Any]], repository: str = REPOSITORY) -> List[str]:
+def stale_names(records: List[Dict[str, Any]], repository: str = REPOSITORY,
+                results_dir: Optional[str] = None) -> List[str]:
   """The results a file they depend on changed since, in the document's order."""
-  return [record['benchmark'] for record in records if stale_files(record, repository)]
+  return [record['benchmark'] for record in records
+          if stale_files(record, repository, results_dir)]
 
 
 def _value_with_spread(row: Dict[str, Any]) -> str:
@@ -507,7 +549,8 @@ def render(records: List[Dict[str, Any]], repository: str = REPOSITORY) -> str:
       'renders this file again and fails when it differs. A result is **stale** when a file '
       'it depends on changed after the commit it names: the files its processes '
       'opened, with the schemas and the lock file (run through `python -m benchmarks.recorded`'
-      ', as `make bench` does), else all the measured code. A stale result keeps its figures, '
+      ', as `make bench` does), else all the measured code; or when a saved result it '
+      'started from was saved again after its run began. A stale result keeps its figures, '
       'marked with the commit they were measured at and what changed since; '
       '`make bench-stale` measures the stale ones again. Accuracies are fractions '
       '(0.01 is one point) on the held-out `test` split unless a table says otherwise. '
@@ -599,7 +642,7 @@ def main() -> int:
   args = parser.parse_args()
   records = load_all(args.results_dir)
   if args.list_stale:
-    for name in stale_names(records):
+    for name in stale_names(records, results_dir=args.results_dir):
       print(name)
     return 0
   if args.bench_hours:

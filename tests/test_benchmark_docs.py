@@ -136,6 +136,30 @@ def test_list_stale_names_the_stale_results_and_bench_stale_with_none_says_so(tm
   assert finished.stdout.strip() == 'bench-stale: no result is stale'
 
 
+def test_bench_stale_measures_again_a_result_the_first_pass_made_stale(tmp_path):
+  # A stand-in for Python: its stale list shrinks as make measures, as a real one would once
+  # mnist1d-large-mlp-held-out is saved and mlp-mixup-pseudo, which reads it, goes stale.
+  fake_python = tmp_path / 'python'
+  fake_python.write_text(
+      '#!/bin/sh\n'
+      f'log={tmp_path}/calls.log\n'
+      'case "$*" in\n'
+      '  *--list-stale*) n=$(cat "$log" 2>/dev/null | wc -l)\n'
+      '    [ "$n" -eq 0 ] && echo mnist1d-large-mlp-held-out\n'
+      '    [ "$n" -eq 1 ] && echo mnist1d-mlp-mixup-pseudo\n'
+      '    exit 0;;\n'
+      '  *benchmarks.recorded*) echo "$3" >> "$log";;\n'
+      '  *benchmarks.results*) echo rendered >> "$log";;\n'
+      'esac\n')
+  fake_python.chmod(0o755)
+  finished = subprocess.run(['make', '--no-print-directory', '-o', '.venv/.installed',
+                             'bench-stale', f'RESULTS_DIR={tmp_path}', f'PYTHON={fake_python}'],
+                            cwd=results.REPOSITORY, capture_output=True, text=True, timeout=120)
+  assert finished.returncode == 0, finished.stderr
+  assert (tmp_path / 'calls.log').read_text().split() == [
+      'mnist1d-large-mlp-held-out', 'mnist1d-mlp-mixup-pseudo', 'rendered']
+
+
 @pytest.mark.parametrize('content, message', [
     ('{"benchmark": "pipeline", ', 'cannot be read as a benchmark result'),
     ('[]', 'a benchmark result is a JSON object'),
@@ -290,6 +314,27 @@ def test_a_result_is_stale_when_a_file_it_depends_on_changes(tmp_path):
   # Without a record of what it read, any change to the measured code makes it stale.
   assert results.stale_files({'measured_code_digest': 'x'}) != []
   assert results.stale_files({'measured_code_digest': results.measured_code_digest()}) == []
+
+
+def test_a_result_is_stale_when_a_saved_result_it_started_from_is_saved_again(tmp_path):
+  # mlp-mixup-pseudo's rows name the result each seed's eval choice came from.
+  source = {'benchmark': 'mnist1d-large-mlp-held-out', 'date': '2026-12-04 08:13 UTC'}
+  (tmp_path / 'mnist1d-large-mlp-held-out.json').write_text(json.dumps(source))
+  reader = {'measured_code_digest': results.measured_code_digest(), 'wall_seconds': 3000.0,
+            'date': '2026-12-04 09:05 UTC',
+            'result': {'per_seed': [{'seed': 201, 'source': 'mnist1d-large-mlp-held-out'}]}}
+  assert results.results_read(reader) == ['mnist1d-large-mlp-held-out']
+  assert results.stale_files(reader, results_dir=str(tmp_path)) == []
+  # Saved again after the run began (08:15, 3,000 s before 09:05): stale, by the file's name.
+  source['date'] = '2026-12-04 08:16 UTC'
+  (tmp_path / 'mnist1d-large-mlp-held-out.json').write_text(json.dumps(source))
+  assert results.stale_files(reader, results_dir=str(tmp_path)) == [
+      'docs/results/mnist1d-large-mlp-held-out.json']
+  assert results.stale_names([{'benchmark': 'reader', **reader}], results_dir=str(tmp_path)) == [
+      'reader']
+  (tmp_path / 'mnist1d-large-mlp-held-out.json').unlink()
+  assert results.stale_files(reader, results_dir=str(tmp_path)) == [
+      'docs/results/mnist1d-large-mlp-held-out.json']
 
 
 def test_a_figure_over_seeds_is_decided_on_its_mean_and_says_when_within_noise():
