@@ -3,6 +3,8 @@ is chosen on eval and never on test, and the figures (gap_closed, the margins ov
 pseudo-labelling and the recipe, the labelled rows scratch needs) come from the accuracies."""
 
 import dataclasses
+
+import numpy as np
 import pytest
 
 from benchmarks import mnist1d
@@ -74,12 +76,52 @@ def test_the_small_configuration_trains_each_student_for_every_pool_and_baseline
       train_baseline=False)
 
 
-def test_ours_is_the_setting_with_the_higher_eval_accuracy_whatever_test_says():
+def eval_run(settings: str, right: int, test_accuracy: float, shift: int = 0) -> dict:
+  """A student right on `right` of 1,000 eval rows (from row `shift` on, wrapping)."""
+  correct = np.roll(np.arange(1000) < right, shift)
+  return {'settings': settings, 'eval_accuracy': right / 1000, 'eval_correct': correct,
+          'accuracy': test_accuracy}
+
+
+def test_ours_is_the_setting_eval_prefers_beyond_noise_whatever_test_says():
   chosen = mnist1d.choose_on_eval({'ours@50000': [
-      {'settings': 'ours-T1-alpha0.5', 'eval_accuracy': 0.93, 'accuracy': 0.99},
-      {'settings': 'ours-T1-alpha0', 'eval_accuracy': 0.95, 'accuracy': 0.90}]})
+      eval_run('ours-T1-alpha0.5', 930, 0.99), eval_run('ours-T1-alpha0', 950, 0.90)]},
+      mnist1d.student_settings(LARGE_CNN))
+  # 20 rows more right, none fewer: beyond noise.
   assert chosen['ours@50000']['settings'] == 'ours-T1-alpha0'
   assert chosen['ours@50000']['accuracy'] == 0.90
+  assert chosen['ours@50000']['why'].endswith(', moved)')
+
+
+def test_a_lead_of_one_eval_row_is_a_tie_that_keeps_the_choice_already_made():
+  """Seed 201's case: T 2 led T 1 by one row of 1,000 on eval, both far above the Distiller's
+  default (T 2, alpha 0.5). The choice starts at the default and moves only on a lead
+  beyond noise over the current choice; with no default in the grid, at the first."""
+  settings = mnist1d.student_settings(LARGE_MLP)
+  runs = [eval_run('ours-T1-alpha0.5', 700, 0.70), eval_run('ours-T1-alpha0', 749, 0.77),
+          eval_run('ours-T2-alpha0.5', 700, 0.70),
+          eval_run('ours-T2-alpha0', 750, 0.75, shift=100)]
+  chosen = mnist1d.choose_on_eval({'ours@50000': runs}, settings)
+  # T 1 alpha 0 leads the default by 49 rows: chosen; T 2 alpha 0 then leads it by one row
+  # (100 rows won, 99 lost): a tie, which keeps T 1 alpha 0.
+  assert chosen['ours@50000']['settings'] == 'ours-T1-alpha0'
+  assert chosen['ours@50000']['why'].startswith('from ours-T2-alpha0.5: ')
+  assert 'ours-T2-alpha0 +0.001 against ours-T1-alpha0' in chosen['ours@50000']['why']
+  # Against the default, a one-row lead (on rows where they disagree) is within noise.
+  tied = [eval_run('ours-T2-alpha0.5', 749, 0.75, shift=100),
+          eval_run('ours-T1-alpha0', 750, 0.77)]
+  chosen = mnist1d.choose_on_eval({'ours@50000': tied}, settings)
+  assert chosen['ours@50000']['settings'] == 'ours-T2-alpha0.5'
+  assert chosen['ours@50000']['why'] == ('from ours-T2-alpha0.5: ours-T1-alpha0 +0.001 '
+                                         'against ours-T2-alpha0.5 (p 0.500)')
+  # No default in the grid (the large CNN's T 1 only): the first setting keeps a tie.
+  chosen = mnist1d.choose_on_eval({'ours@0': [
+      eval_run('ours-T1-alpha0.5', 800, 0.80, shift=300), eval_run('ours-T1-alpha0', 803, 0.70)]},
+      mnist1d.student_settings(LARGE_CNN))
+  assert chosen['ours@0']['settings'] == 'ours-T1-alpha0.5'
+  # A name with one run is that run.
+  single = eval_run('pseudo', 900, 0.9)
+  assert mnist1d.choose_on_eval({'pseudo@50000': [single]}, settings)['pseudo@50000'] is single
 
 
 def test_large_cnn_trains_ours_at_every_alpha_and_one_pseudo_labelled_student_per_pool():
