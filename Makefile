@@ -55,7 +55,7 @@ test-e2e: $(INSTALLED)
 # Spark) and MNIST-1D's two large-teacher configurations. `make bench-all` adds them, #61's
 # shipping runs other than `make demo`'s and #83's unseeded draws, one result each (SHIPPING_RUNS), #84's corpus of
 # stock pipelines (CORPUS_RUNS), and the re-checks on
-# held-out seeds and against the stronger baseline (13.5 hours). `make bench-stale` measures
+# held-out seeds and against the stronger baseline (13.6 hours). `make bench-stale` measures
 # again only the results a change made stale. A test keeps these hours, and the README's, equal
 # to the results' (a result not measured yet, results.PENDING, adds none).
 BENCHMARKS := pipeline shipping-demo pruning distillation mnist1d-small compression distributed \
