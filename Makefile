@@ -51,11 +51,11 @@ test-e2e: $(INSTALLED)
 # docs/benchmarks.md from them; not part of the tests. Run them on an idle machine: the
 # timings need one. `make bench` measures each experiment once, on its first seeds, all but the
 # three longest (2.8 hours on 2 cores, the sum of those results' own runs). Those three,
-# LONG_RUNS (4.2 hours), are the engine cost curve (12 whole runs on DirectRunner, Flink and
+# LONG_RUNS (5.1 hours), are the engine cost curve (12 whole runs on DirectRunner, Flink and
 # Spark) and MNIST-1D's two large-teacher configurations. `make bench-all` adds them, #61's
 # shipping runs other than `make demo`'s and #83's unseeded draws, one result each (SHIPPING_RUNS), #84's corpus of
 # stock pipelines (CORPUS_RUNS), and the re-checks on
-# held-out seeds and against the stronger baseline (13.6 hours). `make bench-stale` measures
+# held-out seeds and against the stronger baseline (14.5 hours). `make bench-stale` measures
 # again only the results a change made stale. A test keeps these hours, and the README's, equal
 # to the results' (a result not measured yet, results.PENDING, adds none).
 BENCHMARKS := pipeline shipping-demo pruning distillation mnist1d-small compression distributed \
